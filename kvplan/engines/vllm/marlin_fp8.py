@@ -28,15 +28,23 @@ said. MXFP4 linears kvplan does not plan (its MXFP4 checkpoints quantize experts
 Counted, a rank of the largest pipeline stage: the new weight and scale bytes less the checkpoint's (fp32 block scales
 ceil(N / 128) x ceil(K / 128) a rank's tensor, as Fp8LinearMethod allocates them; per-tensor scales, which kvplan
 does not count, nothing) for the qkv, o, gate_up and down linears of plain-attention layers, dense MLPs and shared
-experts, the shapes marlin_dense_pad reads (a role whose shapes the counts do not give is said, not counted). Not
-counted, said: the routed experts (prepare_fp8_moe_layer_for_marlin casts and expands their scales the same way, but
-which MoE backend a release picks below 8.9 is not read), other quantization methods' FP8 (compressed-tensors,
-fbgemm_fp8, ModelOpt: another scheme class each), a bias's padding (2 B a column).
+experts, the shapes marlin_dense_pad reads (a role whose shapes the counts do not give is said, not counted).
+The routed experts: below 8.9 vLLM's FP8 MoE runs Marlin too (0.10.0 fp8.py L496-497, 0.14.0 `fused_moe/oracle/
+fp8.py` L106-109 `not has_device_capability(89)`; 0.19.0-0.33.0 the oracle's list, where Triton's FP8 schemes need
+capability 8.9, 0.19.0 `fused_moe.py` L1932-1939, 0.33.0 `experts/triton_moe.py` L159-166, and Marlin comes before
+Humming). prepare_fp8_moe_layer_for_marlin (`marlin_utils_fp8.py` 0.24.0 L219-337) casts the scales the same way, per
+expert: per-tensor -> w13 (1, 2N) and w2 (1, H); blocks -> w13 (H / 128, 2N) and w2 (N / 128, H), 2 B each, for the
+checkpoint's fp32 (2N / 128, H / 128) and (H / 128, N / 128); N a rank's expert width (the whole width and
+cdiv(E, ep) experts under expert parallelism). Counted where N is whole tiles (N % 64, and N % 128 with blocks: then
+0.25.0's marlin_moe_padded_intermediate pads nothing); a shard that is not, or a width the counts do not give, is
+said, not counted. Not counted, said: other quantization methods' FP8 (compressed-tensors, fbgemm_fp8, ModelOpt:
+another scheme class each); a bias's padding (2 B a column) is not counted.
 """
 
 from __future__ import annotations
 
 from kvplan.core.intmath import cdiv
+from kvplan.engines.fp8_blocks import exact_expert_width
 from kvplan.engines.vllm import marlin_dense_pad as dense
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
 from kvplan.model.layers import kv_heads_per_rank
@@ -88,6 +96,36 @@ def _layer_bytes(model, layer, ffn: str, tp: int, v: tuple, mlps: dict, attentio
     return total
 
 
+def _expert_shard(model, dep) -> tuple[int, int] | None:
+    """(a rank's expert width N, experts a rank holds) where the FP8 experts' Marlin scales are priced; None where the
+    model has no FP8 routed experts, or their width is not read or not whole Marlin tiles (module docstring)."""
+    q, p = model.quantization, model.params
+    if q.method != "fp8" or not p.num_experts or q.experts_method or q.kept_of("experts") >= p.experts:
+        return None
+    width, split = exact_expert_width(model), dep.tp * dep.dp
+    if not width or model.hidden_size % 128 or (dep.ep == 1 and width % split):
+        return None
+    n, experts = (width, cdiv(p.num_experts, dep.ep)) if dep.ep > 1 else (width // split, p.num_experts)
+    return None if n % (128 if q.group_size else 64) else (n, experts)
+
+
+def expert_bytes(hidden: int, n: int, block: int) -> int:
+    """Bytes one expert's scales gain as Marlin loads them: 16-bit channel or group scales for the fp32 blocks."""
+    if not block:
+        return 2 * (2 * n + hidden)
+    loaded = 2 * (hidden // block) * 2 * n + 2 * (n // block) * hidden
+    return loaded - 4 * (2 * n // block) * (hidden // block) - 4 * (hidden // block) * (n // block)
+
+
+def _experts(model, dep, stage: int) -> int | None:
+    """The routed experts' bytes on a rank of a stage of `stage` layers; None where not priced (said)."""
+    got = _expert_shard(model, dep)
+    if got is None:
+        return None
+    layers = min(stage, model.params.num_moe_layers)
+    return layers * got[1] * expert_bytes(model.hidden_size, got[0], model.quantization.group_size)
+
+
 def priced(model, dep, v: tuple, gpu):
     """(bytes a rank of the largest stage gains, roles left out), or None where FP8 Marlin does not take the dense
     linears or their shapes are not read (a block kvplan does not know, heads that do not divide)."""
@@ -103,7 +141,11 @@ def priced(model, dep, v: tuple, gpu):
         skipped.insert(0, "attention")
     kinds = ffn_kinds(model, model.num_layers)
     per_layer = [_layer_bytes(model, la, kinds[i], tp, v, mlps, attention) for i, la in enumerate(model.layers)]
-    return max(sum(per_layer[a:b]) for a, b in split_layers(model.num_layers, dep.pp)), skipped
+    stages = split_layers(model.num_layers, dep.pp)
+    experts = _experts(model, dep, max(b - a for a, b in stages)) if model.params.num_experts else 0
+    if experts is None:
+        skipped.append("routed experts'")
+    return max(sum(per_layer[a:b]) for a, b in stages) + (experts or 0), skipped
 
 
 def loaded_bytes(model, dep, v: tuple, gpu) -> int:
@@ -133,9 +175,11 @@ def note(model, dep, st) -> tuple:
     if got is None:
         return (PlanWarning.literal(head + ": the linears' shapes are not read here, not counted"),)
     b, skipped = got
-    left = [f"the {', '.join(skipped)} projections (shapes not exact from the counts)"] if skipped else []
-    if model.params.num_experts:
-        left.append("the routed experts (their Marlin repacking, the MoE backend not read)")
+    roles = [r for r in skipped if r != "routed experts'"]
+    left = [f"the {', '.join(roles)} projections (shapes not exact from the counts)"] if roles else []
+    if "routed experts'" in skipped or (model.params.num_experts and model.quantization.method == "nvfp4"):
+        left.append("the routed experts (their Marlin repacking: width not read or not whole tiles, or NVFP4's "
+                    "MoE prep, not read)")
     unpadded = st.v < dense.PADS_FROM and priced(model, dep, dense.PADS_FROM, st.gpu)[0] != b
     tail = f"; not counted: {' and '.join(left)}" if left else ""
     tail += ("; a shard fits neither Marlin tile, which this release neither checks nor pads (what then runs was not "

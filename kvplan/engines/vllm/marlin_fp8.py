@@ -117,13 +117,10 @@ def expert_bytes(hidden: int, n: int, block: int) -> int:
     return loaded - 4 * (2 * n // block) * (hidden // block) - 4 * (hidden // block) * (n // block)
 
 
-def _experts(model, dep, stage: int) -> int | None:
-    """The routed experts' bytes on a rank of a stage of `stage` layers; None where not priced (said)."""
+def _experts(model, dep) -> int | None:
+    """The routed experts' bytes on a rank, one MoE layer; None where not priced (said)."""
     got = _expert_shard(model, dep)
-    if got is None:
-        return None
-    layers = min(stage, model.params.num_moe_layers)
-    return layers * got[1] * expert_bytes(model.hidden_size, got[0], model.quantization.group_size)
+    return None if got is None else got[1] * expert_bytes(model.hidden_size, got[0], model.quantization.group_size)
 
 
 def priced(model, dep, v: tuple, gpu):
@@ -140,12 +137,12 @@ def priced(model, dep, v: tuple, gpu):
     if not attention and model.params.attention and model.quantization.kept_of("attention") < model.params.attention:
         skipped.insert(0, "attention")
     kinds = ffn_kinds(model, model.num_layers)
-    per_layer = [_layer_bytes(model, la, kinds[i], tp, v, mlps, attention) for i, la in enumerate(model.layers)]
-    stages = split_layers(model.num_layers, dep.pp)
-    experts = _experts(model, dep, max(b - a for a, b in stages)) if model.params.num_experts else 0
+    experts = _experts(model, dep) if model.params.num_experts else 0
     if experts is None:
         skipped.append("routed experts'")
-    return max(sum(per_layer[a:b]) for a, b in stages) + (experts or 0), skipped
+    per_layer = [_layer_bytes(model, la, kinds[i], tp, v, mlps, attention) + (experts or 0) * (kinds[i] == "moe")
+                 for i, la in enumerate(model.layers)]  # the MoE layers by ffn_kinds' layout (DeepSeek's dense first)
+    return max(sum(per_layer[a:b]) for a, b in split_layers(model.num_layers, dep.pp)), skipped
 
 
 def loaded_bytes(model, dep, v: tuple, gpu) -> int:

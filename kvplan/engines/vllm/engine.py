@@ -32,7 +32,7 @@ from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
 from kvplan.engines.vllm import (
-    api_servers, awq_bits, command, gdn_ba, gptq_order, marlin_dense_pad, marlin_moe_pad, moe_padding, multimodal,
+    api_servers, awq_bits, command, gdn_ba, gptq_order, moe_padding, multimodal,
     plan_notes, pre_mla, quant_methods, uma,
 )
 from kvplan.engines.vllm.pool import (  # noqa: F401
@@ -279,7 +279,7 @@ class Vllm(Engine):
         return (*facts, *(w._replace(topic=UNIFIED) for w in uma.warnings(gpu, st)),
                 *([PlanWarning(states)] if states else []), *plan_notes.release_notes(st), *ba,
                 *plan_notes.refined(model, dep, st), *moe_padding.note(model, dep, st),
-                *marlin_moe_pad.note(model, dep, st), *marlin_dense_pad.note(model, dep, st),
+                *plan_notes.marlin(model, dep, st),
                 *self._eager())
 
     def _eager(self) -> tuple:

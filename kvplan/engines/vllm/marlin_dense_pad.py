@@ -92,7 +92,7 @@ def _zero_points(model) -> bool:
     return q.quant_method == "awq" or (q.quant_method == "compressed-tensors" and not q.symmetric)
 
 
-def _mlp_widths(model, tp: int) -> tuple[dict, list[str]]:
+def mlp_widths(model, tp: int) -> tuple[dict, list[str]]:
     """{'dense' | 'moe': a rank's (gate_up N, down K)} for the MLPs the counts give exactly, and the roles left out."""
     p, skipped, out = model.params, [], {}
     kinds = ffn_kinds(model, model.num_layers)
@@ -111,7 +111,7 @@ def _mlp_widths(model, tp: int) -> tuple[dict, list[str]]:
     return out, skipped
 
 
-def _attention_exact(model) -> bool:
+def attention_exact(model) -> bool:
     """Whether the attention count is the plain q / k / v / o shapes of the model's layers (all plain attention)."""
     layers = [la for la in model.layers if la.kind in _PLAIN and hasattr(la, "head_dim")]  # not Falcon-H1's hybrid
     if len(layers) != len(model.layers) or not layers:
@@ -146,8 +146,8 @@ def _priced(model, dep, v: tuple, gpu, humming_first: bool = True):
     tp = dep.tp
     if model.num_attention_heads % tp:
         return None
-    mlps, skipped = _mlp_widths(model, tp)
-    attention = _attention_exact(model)
+    mlps, skipped = mlp_widths(model, tp)
+    attention = attention_exact(model)
     kept_all = model.quantization.kept_of("attention") >= model.params.attention
     if not attention and model.params.attention and not kept_all:
         skipped.insert(0, "attention")

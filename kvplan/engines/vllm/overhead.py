@@ -51,7 +51,7 @@ from kvplan.engines.vllm.runner import priced_v2
 from kvplan.engines.vllm.mxfp4 import (  # noqa: F401  (the MXFP4 backends' rules, re-exported)
     backend_for, nvidia_capability as _nvidia_capability, weights_repack_extra)
 from kvplan.engines import fp8_blocks, fp8_linear
-from kvplan.engines.vllm import awq_bits, gdn_ba, marlin_dense_pad, marlin_moe_pad, v0_mla
+from kvplan.engines.vllm import awq_bits, gdn_ba, marlin_dense_pad, marlin_fp8, marlin_moe_pad, v0_mla
 from kvplan.engines.vllm.load_split import load_limit, load_tensors
 from kvplan.engines.vllm.cudagraphs import (  # noqa: F401  (vLLM's CUDA-graph estimate, re-exported)
     CUDAGRAPH_BASE, CUDAGRAPH_FIRST_PIECEWISE, CUDAGRAPH_PER_GRAPH_LAYER, CUDAGRAPH_PER_LAYER, FA_MAX_SPLITS,
@@ -136,7 +136,8 @@ def moe_workspace_elements(model, tp: int, tokens: int, gpu=None, version: tuple
 # swizzle_blockscale (vllm quantization/utils/nvfp4_utils.py; modelopt.py before) pads them to
 # [round_up(N, 128), round_up(K/16, 4)], per expert for MoE weights. Before Blackwell vLLM runs NVFP4
 # weight-only through Marlin (marlin_utils_fp4.py prepare_fp4_layer_for_marlin / prepare_moe_fp4_layer_
-# for_marlin): the weights and scales are repacked in place, same bytes, so nothing is added there.
+# for_marlin): the weights and scales are repacked in place, the same bytes, except that from 0.24.0 a dense shard
+# fitting neither Marlin tile is zero-padded (kvplan.engines.vllm.marlin_fp8, in weights_repack).
 # Blackwell is compute capability 10.x (B200, B300, GB200, GB300) and 12.x (RTX 5090, RTX PRO 6000):
 # vLLM's FP4 GEMMs ask for capability >= 10.0 (cutlass_fp4_supported).
 
@@ -242,7 +243,8 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
                                + fp8_blocks.refined_scale_bytes(model, dep, v)
                                + fp8_linear.partial_scale_bytes(model, dep, v)
                                + marlin_moe_pad.padded_bytes(model, dep, v, gpu)
-                               + marlin_dense_pad.padded_bytes(model, dep, v, gpu)),
+                               + marlin_dense_pad.padded_bytes(model, dep, v, gpu)
+                               + marlin_fp8.loaded_bytes(model, dep, v, gpu)),
             "encoder_profile": encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), v, v2,
                                                      st.v1),
             # V2's penalties and grammar-bitmask states (R x vocab int32), in the budget from 0.27.0 (vllm.sampler)

@@ -7,7 +7,7 @@ plan assumes (a runner, a capture list, a kernel) or leaves unpriced, by release
 from __future__ import annotations
 
 from kvplan.engines import fp8_blocks
-from kvplan.engines.vllm import load_split, rocm_allreduce, v0_mla
+from kvplan.engines.vllm import load_split, marlin_dense_pad, marlin_fp8, marlin_moe_pad, rocm_allreduce, v0_mla
 from kvplan.engines.vllm.cudagraphs import capture_note, graph_notes
 from kvplan.engines.vllm.mxfp4 import unbundled_hopper, unbundled_note
 from kvplan.engines.vllm.overhead import sampler_note
@@ -51,3 +51,9 @@ def refined(model, dep, st: Settings) -> tuple:
                         f"expert shard is not whole {model.quantization.group_size}-blocks; the default moe_backend "
                         "'auto', refine_fp8_moe_block_shape): {} per GPU more weights than a 1/tp share of the "
                         "checkpoint's scales, counted", (extra,), ("MiB",)),)
+
+
+def marlin(model, dep, st) -> tuple:
+    """What Marlin does to the weights as loaded, said: GPTQ MoE and dense tile padding, FP8 weight-only repacking."""
+    return (*marlin_moe_pad.note(model, dep, st), *marlin_dense_pad.note(model, dep, st),
+            *marlin_fp8.note(model, dep, st))

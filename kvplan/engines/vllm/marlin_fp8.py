@@ -1,0 +1,196 @@
+"""vLLM's weight-only FP8 and NVFP4 Marlin: a checkpoint's dense linears as loaded on a GPU without such GEMMs.
+
+Why: below compute capability 8.9 vLLM cannot run an FP8 GEMM, so Fp8LinearMethod repacks each quantized linear for
+Marlin (W8A16): 0.10.0 `quantization/fp8.py` L197-198 use_marlin = not has_device_capability(89); from 0.24.0 the FP8
+kernel list picks MarlinFP8ScaledMMLinearKernel there (0.24.0 fp8.py L396; 0.33.0 `kernels/linear/__init__.py`
+L458-467 and L497-506, Marlin ahead of Humming, the torch and CUTLASS kernels needing FP8 support; scaled_mm/marlin.py
+L35-45: capability 7.5). prepare_fp8_layer_for_marlin (`quantization/utils/marlin_utils_fp8.py` 0.24.0 L106-216,
+the same scale rules in 0.10.0-0.33.0) replaces the checkpoint's tensors:
+  * the fp8 weight, one byte an entry, repacked (the same bytes) and, from 0.24.0, zero-padded to
+    marlin_padded_nk(N, K, g) (L124, L142; g = weight_block_size[1], -1 without blocks): kvplan.engines.vllm.
+    marlin_dense_pad.padded_nk, the rule the GPTQ / AWQ padding reads;
+  * the scales, cast to the model's dtype (2 B, L156) and made Marlin's: a per-tensor scale repeated over every
+    output channel, (1, N) (L164-188); a 128 x 128 block scale repeated over the block's N columns, (K / 128, N)
+    (L189-198), then padded to (1 or pK / 128, pN) (L200-202). The fp32 scales the checkpoint carried are freed.
+    0.10.0's prepare_fp8_layer_for_marlin (L80-165) has the same scale rules, without the padding.
+Before 0.24.0 nothing checks or pads a shard that fits neither Marlin tile (0.23.0 marlin_utils_fp8.py L106-120,
+scaled_mm/marlin.py can_implement L59-60): what then runs was not read, so such a shard is priced unpadded and said.
+Releases before 0.10.0 were not read: not counted.
+
+NVFP4 (ModelOpt's and compressed-tensors' nvfp4): below compute capability 10.0 (cutlass_fp4_supported) the NVFP4 kernel
+list both read through init_nvfp4_linear_kernel falls to MarlinNvFp4LinearKernel (0.24.0 `kernels/linear/__init__.py`
+L407-419 and L842; 0.33.0 L592-606, where prioritize_humming puts Humming first on 9.0 from 0.32.0, as
+marlin_dense_pad says), from 7.5 (`marlin_utils_fp4.py` 0.24.0 L34-35). prepare_fp4_layer_for_marlin (0.24.0
+L221-306) pads the packed weight by marlin_padded_nk(N, K, 16) (L235, from 0.24.0; 0.23.0 has none) and turns the
+fp8 scales to 16 bits and back to one fp8 byte per 16 (nvfp4_marlin_process_scales L61-122: `[:, 1::2]`), so only
+the padding adds: 9 / 16 B a padded entry. The routed experts (prepare_nvfp4_moe_layer_for_marlin) are not counted,
+said. MXFP4 linears kvplan does not plan (its MXFP4 checkpoints quantize experts only: kvplan.engines.vllm.mxfp4).
+Counted, a rank of the largest pipeline stage: the new weight and scale bytes less the checkpoint's (fp32 block scales
+ceil(N / 128) x ceil(K / 128) a rank's tensor, as Fp8LinearMethod allocates them; per-tensor scales, which kvplan
+does not count, nothing) for the qkv, o, gate_up and down linears of plain-attention layers, dense MLPs and shared
+experts, the shapes marlin_dense_pad reads (a role whose shapes the counts do not give is said, not counted).
+The routed experts: below 8.9 vLLM's FP8 MoE runs Marlin too (0.10.0 fp8.py L496-497, 0.14.0 `fused_moe/oracle/
+fp8.py` L106-109 `not has_device_capability(89)`; 0.19.0-0.33.0 the oracle's list, where Triton's FP8 schemes need
+capability 8.9, 0.19.0 `fused_moe.py` L1932-1939, 0.33.0 `experts/triton_moe.py` L159-166, and Marlin comes before
+Humming). prepare_fp8_moe_layer_for_marlin (`marlin_utils_fp8.py` 0.24.0 L219-337) casts the scales the same way, per
+expert: per-tensor -> w13 (1, 2N) and w2 (1, H); blocks -> w13 (H / 128, 2N) and w2 (N / 128, H), 2 B each, for the
+checkpoint's fp32 (2N / 128, H / 128) and (H / 128, N / 128); N a rank's expert width (the whole width and
+cdiv(E, ep) experts under expert parallelism). Counted where N is whole tiles (N % 64, and N % 128 with blocks: then
+0.25.0's marlin_moe_padded_intermediate pads nothing); a shard that is not, or a width the counts do not give, is
+said, not counted. Not counted, said: other quantization methods' FP8 (compressed-tensors, fbgemm_fp8, ModelOpt:
+another scheme class each); a bias's padding (2 B a column) is not counted.
+"""
+
+from __future__ import annotations
+
+from kvplan.core.intmath import cdiv
+from kvplan.engines.fp8_blocks import exact_expert_width
+from kvplan.engines.vllm import marlin_dense_pad as dense
+from kvplan.engines.vllm.mxfp4 import nvidia_capability
+from kvplan.model.layers import kv_heads_per_rank
+from kvplan.planning.deploy import split_layers
+from kvplan.planning.plan_warnings import PlanWarning
+from kvplan.readers.mlp_layout import ffn_kinds
+
+READ_FROM = (0, 10, 0)  # the first release whose FP8 Marlin was read
+NATIVE_FP8_CC = (8, 9)  # has_device_capability(89): FP8 GEMMs; below it, Marlin
+NATIVE_FP4_CC = (10, 0)  # cutlass_fp4_supported: FP4 GEMMs; below it, Marlin
+NVFP4_METHODS = ("modelopt", "compressed-tensors")
+BLOCKS = (0, 128)  # per-tensor, or the 128 x 128 blocks of every block-FP8 checkpoint kvplan reads
+
+
+def applies(model, gpu, v: tuple) -> bool:
+    """Whether vLLM `v` runs this checkpoint's dense linears through FP8 Marlin on `gpu` (capability 7.5 to 8.9)."""
+    q, cap = model.quantization, nvidia_capability(gpu)
+    if cap is None or cap < dense.MARLIN_CC or q.experts_only:
+        return False
+    if q.method == "nvfp4":
+        return (q.quant_method in NVFP4_METHODS and cap < NATIVE_FP4_CC and v >= dense.PADS_FROM
+                and not (v >= dense.HUMMING_FROM and cap == dense.HUMMING_CC))
+    return v >= READ_FROM and q.method == "fp8" and q.quant_method == "fp8" and cap < NATIVE_FP8_CC
+
+
+def linear_bytes(n: int, k: int, block: int, v: tuple, fp4: bool = False) -> int:
+    """Bytes one rank's fp8 (or, `fp4`, NVFP4) linear of N outputs and K inputs gains as Marlin loads it."""
+    if fp4:
+        pn, pk = dense.padded_nk(n, k, 16)
+        return (pn * pk - n * k) * 9 // 16
+    pn, pk = dense.padded_nk(n, k, block or -1) if v >= dense.PADS_FROM else (n, k)
+    loaded = pn * pk + 2 * pn * (pk // block if block else 1)
+    return loaded - n * k - (cdiv(n, block) * cdiv(k, block) * 4 if block else 0)
+
+
+def _layer_bytes(model, layer, ffn: str, tp: int, v: tuple, mlps: dict, attention: bool) -> int:
+    """One layer's bytes on a rank: its attention projections (where exact) and its dense or shared MLP."""
+    h, total = model.hidden_size, 0
+    q = model.quantization
+    fp4, block = q.method == "nvfp4", 0 if q.method == "nvfp4" else q.group_size
+    if attention:
+        q_width = model.num_attention_heads * layer.head_dim
+        kv = kv_heads_per_rank(layer.num_kv_heads, tp)
+        total += linear_bytes((model.num_attention_heads // tp + 2 * kv) * layer.head_dim, h, block, v, fp4)
+        total += linear_bytes(h, q_width // tp, block, v, fp4)
+    if ffn in mlps:
+        up_n, down_k = mlps[ffn]
+        total += linear_bytes(up_n, h, block, v, fp4) + linear_bytes(h, down_k, block, v, fp4)
+    return total
+
+
+def _expert_shard(model, dep) -> tuple[int, int] | None:
+    """(a rank's expert width N, experts a rank holds) where the FP8 experts' Marlin scales are priced; None where the
+    model has no FP8 routed experts, or their width is not read or not whole Marlin tiles (module docstring)."""
+    q, p = model.quantization, model.params
+    if q.method != "fp8" or not p.num_experts or q.experts_method or q.kept_of("experts") >= p.experts:
+        return None
+    width, split = exact_expert_width(model), dep.tp * dep.dp
+    if not width or model.hidden_size % 128 or (dep.ep == 1 and width % split):
+        return None
+    n, experts = (width, cdiv(p.num_experts, dep.ep)) if dep.ep > 1 else (width // split, p.num_experts)
+    return None if n % (128 if q.group_size else 64) else (n, experts)
+
+
+def expert_bytes(hidden: int, n: int, block: int) -> int:
+    """Bytes one expert's scales gain as Marlin loads them: 16-bit channel or group scales for the fp32 blocks."""
+    if not block:
+        return 2 * (2 * n + hidden)
+    loaded = 2 * (hidden // block) * 2 * n + 2 * (n // block) * hidden
+    return loaded - 4 * (2 * n // block) * (hidden // block) - 4 * (hidden // block) * (n // block)
+
+
+def _experts(model, dep) -> int | None:
+    """The routed experts' bytes on a rank, one MoE layer; None where not priced (said)."""
+    got = _expert_shard(model, dep)
+    return None if got is None else got[1] * expert_bytes(model.hidden_size, got[0], model.quantization.group_size)
+
+
+def priced(model, dep, v: tuple, gpu):
+    """(bytes a rank of the largest stage gains, roles left out), or None where FP8 Marlin does not take the dense
+    linears or their shapes are not read (a block kvplan does not know, heads that do not divide)."""
+    q = model.quantization
+    if not applies(model, gpu, v) or (q.method == "fp8" and q.group_size not in BLOCKS):
+        return None
+    tp = dep.tp
+    if model.num_attention_heads % tp:
+        return None
+    mlps, skipped = dense.mlp_widths(model, tp)
+    attention = dense.attention_exact(model)
+    if not attention and model.params.attention and model.quantization.kept_of("attention") < model.params.attention:
+        skipped.insert(0, "attention")
+    kinds = ffn_kinds(model, model.num_layers)
+    experts = _experts(model, dep) if model.params.num_experts else 0
+    if experts is None:
+        skipped.append("routed experts'")
+    per_layer = [_layer_bytes(model, la, kinds[i], tp, v, mlps, attention) + (experts or 0) * (kinds[i] == "moe")
+                 for i, la in enumerate(model.layers)]  # the MoE layers by ffn_kinds' layout (DeepSeek's dense first)
+    return max(sum(per_layer[a:b]) for a, b in split_layers(model.num_layers, dep.pp)), skipped
+
+
+def loaded_bytes(model, dep, v: tuple, gpu) -> int:
+    """Bytes per rank FP8 Marlin's repacking adds to the weights as counted (module docstring)."""
+    got = priced(model, dep, v, gpu)
+    return got[0] if got else 0
+
+
+def _head(model, st) -> str:
+    """What the note says runs: the format, the threshold, what Marlin does to the tensors in this release."""
+    q = model.quantization
+    if q.method == "nvfp4":
+        return (f"vLLM {st.version} runs this NVFP4 checkpoint's linears weight-only through Marlin below compute "
+                "capability 10.0 (prepare_fp4_layer_for_marlin: shards zero-padded by marlin_padded_nk, 9 / 16 B an "
+                "entry)")
+    head = (f"vLLM {st.version} runs this FP8 checkpoint weight-only through Marlin on a GPU below compute capability "
+            "8.9 (prepare_fp8_layer_for_marlin: 16-bit scales per output channel")
+    head += ", block scales repeated over each block's columns" if q.group_size else ""
+    return head + (", shards zero-padded by marlin_padded_nk)" if st.v >= dense.PADS_FROM else ")")
+
+
+def note(model, dep, st) -> tuple:
+    """Weight-only Marlin said where it runs: the bytes counted, what is left out (experts, roles, unread blocks)."""
+    if not applies(model, st.gpu, st.v):
+        return _humming_note(model, st)
+    got, head = priced(model, dep, st.v, st.gpu), _head(model, st)
+    if got is None:
+        return (PlanWarning.literal(head + ": the linears' shapes are not read here, not counted"),)
+    b, skipped = got
+    roles = [r for r in skipped if r != "routed experts'"]
+    left = [f"the {', '.join(roles)} projections (shapes not exact from the counts)"] if roles else []
+    if "routed experts'" in skipped or (model.params.num_experts and model.quantization.method == "nvfp4"):
+        left.append("the routed experts (their Marlin repacking: width not read or not whole tiles, or NVFP4's "
+                    "MoE prep, not read)")
+    unpadded = st.v < dense.PADS_FROM and priced(model, dep, dense.PADS_FROM, st.gpu)[0] != b
+    tail = f"; not counted: {' and '.join(left)}" if left else ""
+    tail += ("; a shard fits neither Marlin tile, which this release neither checks nor pads (what then runs was not "
+             "read): priced unpadded") if unpadded else ""
+    if not b and not tail:
+        return ()
+    return (PlanWarning(head + ": {} per GPU more weights, counted" + tail, (b,), ("MiB",)),)
+
+
+def _humming_note(model, st) -> tuple:
+    """NVFP4 on 9.0 from 0.32.0, where Humming goes ahead of Marlin (its layout not read): the checkpoint's bytes."""
+    cap = nvidia_capability(st.gpu)
+    if (model.quantization.method != "nvfp4" or model.quantization.quant_method not in NVFP4_METHODS
+            or cap != dense.HUMMING_CC or st.v < dense.HUMMING_FROM):
+        return ()
+    return (PlanWarning.literal(f"vLLM {st.version} tries Humming ahead of Marlin for NVFP4 linears on compute "
+                                "capability 9.0 (its layout kvplan did not read): the checkpoint's bytes counted"),)

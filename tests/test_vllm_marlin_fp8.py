@@ -1,0 +1,124 @@
+"""vLLM's weight-only FP8 Marlin below compute capability 8.9 (issue 22 item 2): an `fp8` checkpoint's dense linears
+as prepare_fp8_layer_for_marlin leaves them (vLLM 0.24.0 wheel `model_executor/layers/quantization/utils/
+marlin_utils_fp8.py` L106-216: 16-bit scales per output channel, block scales repeated over each block's N columns,
+the shard zero-padded by marlin_padded_nk from 0.24.0). kvplan.engines.vllm.marlin_fp8 cites the rest.
+
+Shapes: Qwen3-8B (../shared/configs/Qwen__Qwen3-8B.json: hidden 4,096, intermediate 12,288, 32 heads, 8 KV heads,
+head_dim 128, 36 layers; Qwen/Qwen3-8B-FP8 is its 128 x 128 block-FP8 checkpoint) and Llama-2-7B
+(../shared/configs/meta-llama__Llama-2-7b-hf.json: hidden 4,096, intermediate 11,008, 32 heads and KV heads, 32
+layers), per-tensor FP8, both kvplan's catalog entries with the quantization replaced."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kvplan import api
+from kvplan.engines.vllm import marlin_fp8
+from kvplan.hardware.gpus import find_gpu
+from kvplan.model.spec import Quantization
+from kvplan.planning.deploy import Deployment
+from kvplan.sources.catalog import require_in_catalog
+
+A100, L4, H100, V = find_gpu("a100-sxm-80"), find_gpu("l4"), find_gpu("h100-sxm"), (0, 30, 0)
+
+# Qwen3-8B block FP8 at tp 8, every shard whole tiles (no padding). Marlin's scales (K / 128, N) x 2 B against the
+# checkpoint's fp32 (ceil(N / 128), ceil(K / 128)) x 4 B:
+#   qkv N = (32 / 8 + 2 x 8 / 8) x 128 = 768, K 4,096: 32 x 768 x 2 = 49,152 - 6 x 32 x 4 = 768
+#   o   N = 4,096, K = 512:                             4 x 4,096 x 2 = 32,768 - 32 x 4 x 4 = 512
+#   gate_up N = 2 x 12,288 / 8 = 3,072, K 4,096:       32 x 3,072 x 2 = 196,608 - 24 x 32 x 4 = 3,072
+#   down N = 4,096, K = 1,536:                         12 x 4,096 x 2 = 98,304 - 32 x 12 x 4 = 1,536
+# a layer 376,832 - 5,888 = 370,944 B; 36 layers 13,353,984 B (12.7 MiB) a GPU.
+QWEN_TP8 = 36 * (49_152 + 32_768 + 196_608 + 98_304 - 768 - 512 - 3_072 - 1_536)
+# tp 1: qkv (4,096 / 128) x 6,144 x 2 - 48 x 32 x 4; o 32 x 4,096 x 2 - 32 x 32 x 4; gate_up 32 x 24,576 x 2
+# - 192 x 32 x 4; down 96 x 4,096 x 2 - 32 x 96 x 4: 3,014,656 - 47,104 = 2,967,552 B a layer, 106,831,872 B (101.9 MiB)
+QWEN_TP1 = 36 * (3_014_656 - 47_104)
+# Llama-2-7B per-tensor FP8 at tp 8: scales become (1, N) x 2 B (kvplan counts the checkpoint's per-tensor scalars as
+# nothing): qkv N 1,536 -> 3,072; o N 4,096 -> 8,192; gate_up N 2,752 -> 5,504; down N 4,096 -> 8,192. down's K 1,376
+# fits neither tile: marlin_padded_nk(4,096, 1,376, -1) = (4,096, 1,408), 32 x 4,096 x 1 B = 131,072 more.
+# A layer 156,032 B; 32 layers 4,993,024 B a GPU (0.24.0+); before 0.24.0 no padding: 32 x 24,960 = 798,720 B.
+LLAMA_TP8 = 32 * (3_072 + 8_192 + 5_504 + 8_192 + 131_072)
+
+
+def _with(name: str, block: int):
+    return dataclasses.replace(require_in_catalog(name), quantization=Quantization("fp8", block, quant_method="fp8"))
+
+
+def test_block_fp8_scales_as_marlin_loads_them():
+    qwen = _with("qwen3-8b", 128)
+    assert marlin_fp8.loaded_bytes(qwen, Deployment(8), V, A100) == QWEN_TP8 == 13_353_984
+    assert marlin_fp8.loaded_bytes(qwen, Deployment(1), V, A100) == QWEN_TP1 == 106_831_872
+
+
+def test_per_tensor_fp8_channel_scales_and_padding():
+    llama = _with("llama-2-7b-hf", 0)
+    assert marlin_fp8.loaded_bytes(llama, Deployment(8), V, A100) == LLAMA_TP8 == 4_993_024
+    assert marlin_fp8.loaded_bytes(llama, Deployment(8), (0, 23, 0), A100) == 32 * 24_960 == 798_720
+
+
+def test_only_below_native_fp8():
+    qwen = _with("qwen3-8b", 128)
+    assert marlin_fp8.loaded_bytes(qwen, Deployment(8), V, L4) == 0  # 8.9: FP8 GEMMs
+    assert marlin_fp8.loaded_bytes(qwen, Deployment(8), V, H100) == 0
+    ct = dataclasses.replace(qwen, quantization=Quantization("fp8", 128, quant_method="compressed-tensors"))
+    assert marlin_fp8.loaded_bytes(ct, Deployment(8), V, A100) == 0  # another scheme class: not read
+
+
+def test_the_plan_counts_and_says_it():
+    """The plan books the bytes with the weights (the KV pool shrinks by as much) and says so; a compressed-tensors
+    checkpoint of the same bytes, whose scheme this does not read, is the control."""
+    def plan(method):
+        model = dataclasses.replace(require_in_catalog("qwen3-8b"),
+                                    quantization=Quantization("fp8", 128, quant_method=method))
+        return api.plan(model, gpu="a100-sxm-80", engine="vllm", engine_version="0.30.0", context=4096)
+    fp8, ct = plan("fp8"), plan("compressed-tensors")
+    assert fp8.weight_bytes_per_gpu - ct.weight_bytes_per_gpu == QWEN_TP1
+    assert ct.kv_memory_bytes_per_gpu - fp8.kv_memory_bytes_per_gpu == QWEN_TP1
+    said = [w for w in fp8.warnings if "weight-only through Marlin" in w.message]
+    assert len(said) == 1 and said[0].values == (QWEN_TP1,) and "not counted" not in said[0].message
+    assert not [w for w in ct.warnings if "weight-only through Marlin" in w.message]
+
+
+def test_before_padding_the_misfit_is_said():
+    llama = _with("llama-2-7b-hf", 0)
+    plan = api.plan(llama, gpu="a100-sxm-80", engine="vllm", engine_version="0.23.0", tp=8, context=4096)
+    said = [w for w in plan.warnings if "weight-only through Marlin" in w.message]
+    assert len(said) == 1 and said[0].values == (798_720,) and "priced unpadded" in said[0].message
+    assert marlin_fp8.loaded_bytes(llama, Deployment(8), (0, 9, 2), A100) == 0  # not read before 0.10.0
+
+
+# NVFP4 (ModelOpt) with Llama-2-7B's shapes at tp 8: only down's K 1,376 fits neither tile; marlin_padded_nk(4,096,
+# 1,376, 16) = (4,096, 1,408): 32 x 4,096 = 131,072 more entries at 4 bits + one fp8 scale per 16 = 9 / 16 B each:
+# 73,728 B a layer, 32 layers 2,359,296 B a GPU. The scales go back to one fp8 byte per 16
+# (nvfp4_marlin_process_scales): nothing else changes.
+NVFP4_TP8 = 32 * 32 * 4096 * 9 // 16
+
+
+def test_nvfp4_marlin_pads_below_blackwell():
+    llama = dataclasses.replace(require_in_catalog("llama-2-7b-hf"),
+                                quantization=Quantization("nvfp4", 16, quant_method="modelopt"))
+    assert marlin_fp8.loaded_bytes(llama, Deployment(8), V, A100) == NVFP4_TP8 == 2_359_296
+    assert marlin_fp8.loaded_bytes(llama, Deployment(8), V, H100) == NVFP4_TP8  # 9.0 before Humming (0.32.0)
+    assert marlin_fp8.loaded_bytes(llama, Deployment(8), (0, 32, 0), H100) == 0  # Humming first: said, not counted
+    assert marlin_fp8.loaded_bytes(llama, Deployment(8), V, find_gpu("b200")) == 0  # FP4 GEMMs
+    assert marlin_fp8.loaded_bytes(llama, Deployment(8), (0, 23, 0), A100) == 0  # no padding before 0.24.0
+    assert marlin_fp8.loaded_bytes(llama, Deployment(4), V, A100) == 0  # down K 2,752 = 43 x 64, N % 128
+
+
+# Qwen3-30B-A3B block FP8 (Qwen/Qwen3-30B-A3B-FP8; ../shared/configs/Qwen__Qwen3-30B-A3B.json: hidden 2,048, 128
+# experts of width 768, 48 layers all MoE, 32 heads, 4 KV heads, head_dim 128), tp 1. An expert's scales as
+# prepare_fp8_moe_layer_for_marlin leaves them: w13 (2,048 / 128, 2 x 768) x 2 B = 49,152, w2 (768 / 128, 2,048) x 2 B
+# = 24,576, for the checkpoint's fp32 (1,536 / 128, 16) x 4 = 768 and (16, 6) x 4 = 384: 72,576 B; x 128 experts x 48
+# layers = 445,906,944 B. Attention: qkv N (32 + 2 x 4) x 128 = 5,120, K 2,048: 16 x 5,120 x 2 - 40 x 16 x 4 = 161,280;
+# o N 2,048, K 4,096: 32 x 2,048 x 2 - 16 x 32 x 4 = 129,024; x 48 = 13,934,592. 459,841,536 B (438.5 MiB) a GPU.
+# tp 4: the expert width 192 is not whole 128-blocks (vLLM refines or refuses it): attention only, experts said.
+QWEN_MOE_TP1 = 128 * 48 * (49_152 + 24_576 - 768 - 384) + 48 * (161_280 + 129_024)
+
+
+def test_fp8_experts_scales_as_marlin_loads_them():
+    moe = _with("qwen3-30b-a3b", 128)
+    assert marlin_fp8.loaded_bytes(moe, Deployment(1), V, A100) == QWEN_MOE_TP1 == 459_841_536
+    got, skipped = marlin_fp8.priced(moe, Deployment(4), V, A100)
+    assert skipped == ["routed experts'"] and got == 48 * ((16 * 1280 * 2 - 10 * 16 * 4) + (8 * 2048 * 2 - 16 * 8 * 4))
+    plan = api.plan(moe, gpu="a100-sxm-80", engine="vllm", engine_version="0.30.0", tp=4, context=4096)
+    said = [w.message for w in plan.warnings if "weight-only through Marlin" in w.message]
+    assert len(said) == 1 and "not counted: the routed experts" in said[0]

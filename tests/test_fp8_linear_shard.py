@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.core.errors import KvplanError
 from kvplan.engines import fp8_linear, resolve_engine
+from kvplan.engines.sglang import loaded as sglang_loaded
 from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
@@ -253,3 +254,23 @@ def test_vllm_books_a_merged_shards_partial_scale_rows():
     assert fp8_linear.partial_scale_bytes(MIMO, Deployment(8), (0, 33, 0)) == 39 * 64 == 2496
     assert fp8_linear.partial_scale_bytes(MIMO, Deployment(2), (0, 33, 0)) == 0  # 6,144 + 384 + 256: 53 whole rows
     assert fp8_linear.partial_scale_bytes(MIMO, Deployment(4), (0, 13, 0)) == 0
+
+
+def test_mimo_qkv_partial_scale_rows_under_sglang():
+    """MiMo-V2-Flash (config.json: hidden 4,096, 64 heads of 192, v 128; 9 full layers of 4 KV heads, 39 sliding of 8),
+    block-FP8 128 x 128. SGLang builds its qkv_proj with skip_block_quant_check (0.5.23 models/mimo_v2.py L724) and
+    sizes the scales cdiv(output_size_per_partition, 128) x cdiv(4,096, 128) (0.5.23 layers/quantization/fp8.py
+    L678). At attention tp 4 a full layer's rank parts are 64 x 192 / 4 + 192 + 128 = 3,392 -> 27 rows, the
+    checkpoint's 12,288 + 768 + 512 = 13,568 -> 106 rows, 106 / 4 a rank: (4 x 27 - 106) x 32 x 4 B / 4 = 64 B; a
+    sliding layer's 3,072 + 384 + 256 = 3,712 is 29 whole rows: 0. 9 x 64 = 576 B a GPU. At tp 8 the full layers'
+    replicated KV heads are priced elsewhere and a sliding layer's 1,536 + 192 + 128 = 1,856 -> 15 rows against
+    116 / 8: (8 x 15 - 116) x 32 x 4 / 8 = 64 B, x 39 = 2,496 B."""
+    assert fp8_linear.sglang_partial_scale_bytes(MIMO, 4, 1) == 9 * 64 == 576
+    assert fp8_linear.sglang_partial_scale_bytes(MIMO, 8, 1) == 39 * 64 == 2496
+    assert fp8_linear.sglang_partial_scale_bytes(MIMO, 2, 1) == 0  # 6,144 + 384 + 256 = 6,784: 53 whole rows
+    assert fp8_linear.sglang_partial_scale_bytes(MIMO, 1, 1) == 0
+    # in the weights as loaded: the rows follow the attention split (DP attention's share), not --tp-size
+    h200 = find_gpu("h200")
+    with_rows = sglang_loaded.loaded_extra(MIMO, h200, 8, "0.5.23", attn_tp=4)
+    without = sglang_loaded.loaded_extra(MIMO, h200, 8, "0.5.23", attn_tp=1)
+    assert with_rows - without == 576

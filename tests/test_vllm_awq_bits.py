@@ -3,8 +3,9 @@ lines): AWQConfig takes 4 bits only and compute capability 7.5+ (0.5.0-0.23.0 aw
 0.24.0); AWQ Marlin (compute capability 8.0+) takes 8-bit zero-point weights in 0.5.3-0.8.5.post1
 (marlin_utils.py query_marlin_supported_quant_types [uint4, uint8]), 4-bit only from 0.9.0 ([uint4]) and by
 TYPE_MAP from 0.12.0 ({4}); none before 0.5.3; 0.5.4 converts every Marlin-group AWQ checkpoint to awq_marlin
-whatever the GPU and refuses it below sm80. SGLang's AWQ Marlin takes 8 bits (0.5.15 awq/awq.py L218-221), so it
-plans it."""
+whatever the GPU and refuses it below sm80. SGLang's AWQ Marlin map lists 8 bits (0.5.15 awq/awq.py L218-221) but
+its Marlin takes zero-point weights as uint4 alone, so from 0.5.3 it refuses 8-bit AWQ too
+(tests/test_sglang_awq_rules.py)."""
 
 from __future__ import annotations
 
@@ -69,7 +70,8 @@ def test_4bit_awq_by_capability_and_release():
     for version in ("0.5.3", "0.5.5"):
         assert _plan(_awq(4), "vllm", version, "t4").weight_bytes > 0
     assert _plan(_awq(4), "vllm", "0.33.0").weight_bytes > 0
-    assert _plan(_awq(8), "sglang", None).weight_bytes > 0
+    with pytest.raises(KvplanError, match="4 bits only"):
+        _plan(_awq(8), "sglang", None)  # SGLang 0.5.23: kvplan.engines.sglang.awq_rules
 
 
 @pytest.mark.parametrize("version, name", [("0.12.0", "awq"), ("0.19.1", "awq"), ("0.23.0", "awq"),

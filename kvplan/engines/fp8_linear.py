@@ -271,16 +271,37 @@ def partial_scale_bytes(model, dep, version: tuple[int, ...]) -> int:
     stage counted. Left out: a layer whose K / V parts hold replicated heads (tp above the KV heads; their bytes are
     kvplan.planning.layout.replicated_kv_proj_bytes's, pooled), and merged MLPs (their down_proj, of the same
     width, is refused where gate_up is not whole blocks: kvplan.engines.fp8_linear.check)."""
+    if version < MERGED_SKIPPED:
+        return 0
+    return _partial_rows(model, dep.tp, dep.pp, Rule("vLLM", "", gdn_one_part=model.architecture in VLLM_ONE_PART_GDN))
+
+
+def sglang_partial_scale_bytes(model, attn_tp: int, pp: int) -> int:
+    """The same partial rows under SGLang, where the one merged projection built unchecked is MiMo-V2's qkv_proj
+    (`skip_block_quant_check=True`: 0.5.7 wheel `models/mimo_v2_flash.py` L387, 0.5.23 `models/mimo_v2.py` L724; every
+    other merged layer with a part not whole blocks is refused, `check_sglang`). SGLang sizes a block-FP8 linear's
+    scales as vLLM does, [cdiv(output_size_per_partition, block_n), cdiv(input_size_per_partition, block_k)]
+    (`Fp8LinearMethod` create_weights, 0.5.7 wheel `layers/quantization/fp8.py` L308, 0.5.10 L401, 0.5.23 L678), so
+    a rank of the attention group (`attn_tp`: --tp-size, or its attention share under DP attention) adds the same
+    bytes: MiMo-V2-Flash at attention tp 4, 576 B a GPU."""
+    if model.architecture not in SGLANG_SKIPS_QKV:
+        return 0
+    return _partial_rows(model, attn_tp, pp, Rule("SGLang", ""), only=("qkv_proj",))
+
+
+def _partial_rows(model, tp: int, pp: int, rule: Rule, only: tuple[str, ...] | None = None) -> int:
+    """The bytes `partial_scale_bytes` describes, over the merged mixer linears `rule` reads (those named in `only`
+    where given), each layer of the largest of `pp` stages split `tp` ways."""
     q = model.quantization
-    if version < MERGED_SKIPPED or q.quant_method != "fp8" or q.group_size <= 0 or q.experts_only or dep.tp <= 1:
+    if q.quant_method != "fp8" or q.group_size <= 0 or q.experts_only or tp <= 1:
         return 0
     block, cols = q.group_size, cdiv(model.hidden_size, q.group_size)
-    a, b = max(split_layers(model.num_layers, dep.pp), key=lambda s: s[1] - s[0])
-    rule = Rule("vLLM", "", gdn_one_part=model.architecture in VLLM_ONE_PART_GDN)
+    a, b = max(split_layers(model.num_layers, pp), key=lambda s: s[1] - s[0])
     total = 0
     for layer, n in Counter(model.layers[a:b]).items():
-        for lin in _mixer_linears(model, dep.tp, rule, dep.tp, (layer,)):
-            if lin.mode != MERGED or lin.replicated or any(w % lin.split for w in lin.widths):
+        for lin in _mixer_linears(model, tp, rule, tp, (layer,)):
+            if (lin.mode != MERGED or lin.replicated or any(w % lin.split for w in lin.widths)
+                    or (only is not None and lin.name not in only)):
                 continue
             rows = cdiv(sum(w // lin.split for w in lin.widths), block)
             total += n * (4 * cols * (lin.split * rows - cdiv(sum(lin.widths), block)) // lin.split)

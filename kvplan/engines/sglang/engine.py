@@ -22,12 +22,14 @@ import dataclasses
 from kvplan.engines import fp8_blocks, fp8_linear, served_dtype
 from kvplan.engines.lora import sglang_bytes as sglang_lora_bytes
 from kvplan.engines.sglang import allreduce as sglang_allreduce
+from kvplan.engines.sglang import awq_rules as sglang_awq
 from kvplan.engines.sglang import attention as sglang_attention
 from kvplan.engines.sglang import command
 from kvplan.engines.sglang import cache_dtype as sglang_cache_dtype
 from kvplan.engines.sglang import defaults as sglang_defaults
 from kvplan.engines.sglang import dsa as sglang_dsa
 from kvplan.engines.sglang import dsv4 as sglang_dsv4
+from kvplan.engines.sglang import gptq_marlin as sglang_gptq_marlin
 from kvplan.engines.sglang import fp8_default as sglang_fp8
 from kvplan.engines.sglang import layout as sglang_layout
 from kvplan.engines.sglang import mamba as sglang_mamba
@@ -233,6 +235,11 @@ class Sglang(Engine):
 
     def settings(self, model, gpu, dep, req) -> Settings:
         sglang_dsv4.check_gpu(model, gpu)  # DeepSeek-V4's kernels: the capabilities its releases run on
+        version = self.version or self.default_version
+        sglang_awq.check_gpu(model, gpu, version)  # AWQ: 4 bits from 0.5.3, compute capability 7.5+
+        tp_size = dep.tp * dep.dp if dp_attention(model, dep, self.opts) else dep.tp  # SGLang's --tp-size
+        dense_tp = sglang_layout.dense_split(self.opts, tp_size)
+        sglang_gptq_marlin.check(model, dep, gpu, version, tp_size, dense_tp)  # a shard Marlin's repack refuses
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
     def view(self, model, st: Settings):
@@ -267,6 +274,7 @@ class Sglang(Engine):
         version = self.version or self.default_version
         needs = (vendor in ("NVIDIA", "AMD") and fact_missing(gpu, "compute_capability")
                  and (reads_capability(model, self.opts, version) or sglang_fp8.reads_capability(model, version)
+                      or (vendor == "NVIDIA" and sglang_awq.reads_capability(model))
                       or (vendor == "NVIDIA" and sglang_attention.reads_capability(model, self.opts, version))))
         tp_size = dep.tp * dep.dp if dp_attention(model, dep, self.opts) else dep.tp
         fabric = sglang_allreduce.needs_fabric(gpu, tp_size)

@@ -58,6 +58,7 @@ from __future__ import annotations
 from kvplan.core.caching_allocator import rounding_bytes
 from kvplan.core.intmath import cdiv, round_up
 from kvplan.engines.base import parse_version
+from kvplan.engines.fp8_linear import sglang_partial_scale_bytes
 from kvplan.engines.mxfp4_experts import stored_expert, triton_hopper_expert
 from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.planning.tensors import rank_tensors
@@ -65,21 +66,23 @@ from kvplan.readers.rope import rope_table_bytes
 
 
 def loaded_extra(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1, pp: int = 1,
-                 weight_dtype: str | None = None) -> int:
+                 weight_dtype: str | None = None, attn_tp: int | None = None) -> int:
     """Bytes per GPU SGLang's loading adds to the checkpoint's weights: the RoPE tables (fp32 on NVIDIA GPUs and
     on a GPU known only by its memory, as SGLang's CUDA build; the model dtype on others), the MXFP4 experts'
-    padding and layouts (`tp`: the ranks the MoE is split over, SGLang's --tp-size; `ep` of them by experts) and
-    the caching allocator's rounding of every tensor (`allocator_extra`)."""
-    return loaded_parts(model, gpu, tp, version, ep, pp, weight_dtype)[0]
+    padding and layouts (`tp`: the ranks the MoE is split over, SGLang's --tp-size; `ep` of them by experts), the
+    block-FP8 scale rows of a merged projection built unchecked (MiMo-V2's qkv_proj, over `attn_tp` ranks: `tp`
+    unless DP attention splits it) and the caching allocator's rounding of every tensor (`allocator_extra`)."""
+    return loaded_parts(model, gpu, tp, version, ep, pp, weight_dtype, attn_tp)[0]
 
 
 def loaded_parts(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1, pp: int = 1,
-                 weight_dtype: str | None = None) -> tuple[int, int]:
+                 weight_dtype: str | None = None, attn_tp: int | None = None) -> tuple[int, int]:
     """(`loaded_extra`, the part of it that is the caching allocator's rounding)."""
     vendor = str(getattr(gpu, "vendor", "") or "NVIDIA").upper()
     rope = rope_table_bytes(model, fp32=vendor in ("NVIDIA", "UNKNOWN", ""))
     rounding = allocator_extra(model, tp, ep, pp, weight_dtype, rope)
-    return rope + mxfp4_extra(model, gpu, tp, version, ep, pp) + rounding, rounding
+    scales = sglang_partial_scale_bytes(model, tp if attn_tp is None else attn_tp, pp)
+    return rope + mxfp4_extra(model, gpu, tp, version, ep, pp) + scales + rounding, rounding
 
 
 def allocator_extra(model, tp: int = 1, ep: int = 1, pp: int = 1, weight_dtype: str | None = None,

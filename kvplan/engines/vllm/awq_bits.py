@@ -30,7 +30,8 @@ AutoAWQConfig's, which every AWQ checkpoint loads as on CUDA from 0.24.0 (`get_n
 auto_awq.py L229-231, 0.30.0 L230-231, 0.33.0 L233-234); vLLM raises before loading ("The quantization method
 {awq|auto_awq} is not supported for the current GPU. Minimum capability: 75. Current capability: 70.", config/vllm.py
 0.14.0 L406-412, 0.24.0 L623-629, 0.33.0 L930-936).
-SGLang keeps 8 bits in its AWQ Marlin map (0.5.15 wheel sglang/srt/layers/quantization/awq/awq.py L218-221).
+SGLang keeps 8 bits in its AWQ Marlin map (0.5.15 wheel sglang/srt/layers/quantization/awq/awq.py L218-221), but its
+Marlin takes zero-point weights as uint4 alone, so it refuses 8-bit AWQ from 0.5.3 (kvplan.engines.sglang.awq_rules).
 
 At `group_size: -1` under tensor parallelism no release read here runs AWQ (`check_tp`): a row-parallel layer (o_proj,
 down_proj: inputs split, input_size_per_partition = K / tp) normalizes the group to the whole input, K, and sizes its
@@ -81,7 +82,7 @@ def check(model, version: str) -> None:
     else:
         return
     raise KvplanError(f"vLLM {version} loads AWQ at 4 bits only and refuses this 8-bit AWQ checkpoint at start-up "
-                      f"({why}; {AWQ_4BIT}); SGLang loads it, or {arg('engine_version')} {WHERE}",
+                      f"({why}; {AWQ_4BIT}); {arg('engine_version')} {WHERE} loads it",
                       EXIT_USAGE, param="engine_version", value=version, allowed=(WHERE,))
 
 
@@ -136,7 +137,7 @@ def _check_marlin_era(q, v: tuple, version: str, gpu, cap) -> None:
                      f"{arg('engine_version')} 0.5.3 or 0.5.5+ loads it with AWQConfig")
     if q.method == "int8":
         _refuse(gpu, f"vLLM {version} refuses this 8-bit AWQ checkpoint below compute capability 8.0 ({seen}): AWQ "
-                     f"Marlin needs 8.0, so AWQConfig loads it ({AWQ_4BIT}); SGLang loads it, or a GPU of 8.0+ "
+                     f"Marlin needs 8.0, so AWQConfig loads it ({AWQ_4BIT}); a GPU of 8.0+ "
                      f"with {arg('engine_version')} {RELEASES}")
 
 

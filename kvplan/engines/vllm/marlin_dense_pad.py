@@ -21,10 +21,11 @@ humming.py` 0.32.0 L29-37), whose layout kvplan did not read: said, not counted.
 strict check through 0.29.0 (marlin.py 0.24.0 L61-68) and is refused from 0.30.0 (kvplan.engines.vllm.gptq_order).
 
 Counted: a rank's qkv (N = (heads / tp + 2 kv heads a rank) x head_dim, K = hidden), o (N = hidden, K = heads x
-head_dim / tp), gate_up (N = 2 I / tp, or I / tp ungated) and down (N = hidden, K = I / tp) in every plain-attention
-layer of the largest pipeline stage, a MoE model's dense MLPs and shared experts included, where the parameter
-counts give those shapes exactly (a role that does not is left out and said). A GPTQ checkpoint is priced as `sym:
-true` (Marlin's uint4b8 / uint8b128: no zero points), the common case, said in the note; AWQ and asymmetric
+head_dim / tp), gate_up (N = 2 I / tp, or I / tp ungated) and down (N = hidden, K = I / tp; the shapes read by
+kvplan.engines.marlin_shapes) in every plain-attention layer of the largest pipeline stage, a MoE model's dense MLPs
+and shared experts included, where the parameter counts give those shapes exactly (a role that does not is left out
+and said). A GPTQ checkpoint is priced as `sym: true` (Marlin's uint4b8 / uint8b128: no zero points), the common
+case, said in the note; AWQ and asymmetric
 compressed-tensors carry zero points (b / 8 B a padded entry). A bias, where a linear has one, is padded too (2 B a
 padded column) and not counted. 4-bit compressed-tensors only: its 8-bit configs may quantize activations (W8A8, not
 Marlin), which kvplan's spec does not tell apart.
@@ -35,12 +36,12 @@ from __future__ import annotations
 from math import lcm
 
 from kvplan.core.intmath import round_up
+from kvplan.engines.marlin_shapes import attention_exact, layer_shards, mlp_widths
 from kvplan.engines.vllm import gptq_order
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
-from kvplan.model.layers import Kind, kv_heads_per_rank
 from kvplan.planning.deploy import split_layers
 from kvplan.planning.plan_warnings import PlanWarning
-from kvplan.readers.mlp_layout import ffn_kinds, gated_mlp, mlp_width
+from kvplan.readers.mlp_layout import ffn_kinds
 
 PADS_FROM = (0, 24, 0)  # MarlinLinearKernel.can_implement accepts a misaligned shard (0.23.0: strict)
 METHODS = ("gptq", "awq", "compressed-tensors")
@@ -48,7 +49,6 @@ GROUPS = (-1, 32, 64, 128)  # MARLIN_SUPPORTED_GROUP_SIZES
 MARLIN_CC = (7, 5)
 HUMMING_FROM, HUMMING_CC = (0, 32, 0), (9, 0)
 ALLSPARK_UNTIL, ALLSPARK_CC = (0, 31, 0), ((8, 0), (9, 0))  # AllSpark ahead of Marlin through 0.30.0, on 8.x
-_PLAIN = (Kind.FULL, Kind.SLIDING, Kind.CHUNKED)
 
 
 def padded_nk(n: int, k: int, group: int) -> tuple[int, int]:
@@ -92,49 +92,10 @@ def _zero_points(model) -> bool:
     return q.quant_method == "awq" or (q.quant_method == "compressed-tensors" and not q.symmetric)
 
 
-def mlp_widths(model, tp: int) -> tuple[dict, list[str]]:
-    """{'dense' | 'moe': a rank's (gate_up N, down K)} for the MLPs the counts give exactly, and the roles left out."""
-    p, skipped, out = model.params, [], {}
-    kinds = ffn_kinds(model, model.num_layers)
-    roles = (("dense", p.mlp, kinds.count("dense"), "mlp", False),
-             ("moe", p.shared_experts, p.num_moe_layers if p.num_experts else 0, "shared_experts", True))
-    for kind, params, layers, role, shared in roles:
-        if not params or not layers or model.quantization.kept_of(role):
-            if params and layers and model.quantization.kept_of(role) < params:
-                skipped.append(role.replace("_", " "))
-            continue
-        width = mlp_width(model, params, layers, shared=shared)
-        if not width or width % tp or (kind == "dense" and not p.num_experts and width != model.intermediate_size):
-            skipped.append(role.replace("_", " "))
-            continue
-        out[kind] = ((2 if gated_mlp(model) else 1) * width // tp, width // tp)
-    return out, skipped
-
-
-def attention_exact(model) -> bool:
-    """Whether the attention count is the plain q / k / v / o shapes of the model's layers (all plain attention)."""
-    layers = [la for la in model.layers if la.kind in _PLAIN and hasattr(la, "head_dim")]  # not Falcon-H1's hybrid
-    if len(layers) != len(model.layers) or not layers:
-        return False
-    h, heads = model.hidden_size, model.num_attention_heads
-    total = sum(h * (heads * la.head_dim + 2 * la.num_kv_heads * la.head_dim) + heads * la.head_dim * h
-                for la in layers)
-    return total == model.params.attention and not model.quantization.kept_of("attention")
-
-
 def _layer_bytes(model, layer, ffn: str, tp: int, cap, v: tuple, mlps: dict, attention: bool) -> int:
     """One layer's padding on a rank: its attention projections (where exact) and its MLP (dense or shared)."""
-    h, total = model.hidden_size, 0
-    if attention:
-        q_width = model.num_attention_heads * layer.head_dim
-        qkv_n = (model.num_attention_heads // tp + 2 * kv_heads_per_rank(layer.num_kv_heads, tp)) * layer.head_dim
-        total += linear_bytes(model, qkv_n, h, h, cap, v)
-        total += linear_bytes(model, h, q_width // tp, q_width, cap, v)
-    if ffn in mlps:
-        up_n, down_k = mlps[ffn]
-        total += linear_bytes(model, up_n, h, h, cap, v)
-        total += linear_bytes(model, h, down_k, down_k * tp, cap, v)
-    return total
+    return sum(linear_bytes(model, x.n, x.k, x.full_k, cap, v)
+               for x in layer_shards(model, layer, ffn, tp, mlps, attention))
 
 
 def _priced(model, dep, v: tuple, gpu, humming_first: bool = True):

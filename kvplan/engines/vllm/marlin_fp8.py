@@ -45,9 +45,9 @@ from __future__ import annotations
 
 from kvplan.core.intmath import cdiv
 from kvplan.engines.fp8_blocks import exact_expert_width
+from kvplan.engines.marlin_shapes import attention_exact, layer_shards, mlp_widths
 from kvplan.engines.vllm import marlin_dense_pad as dense
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
-from kvplan.model.layers import kv_heads_per_rank
 from kvplan.planning.deploy import split_layers
 from kvplan.planning.plan_warnings import PlanWarning
 from kvplan.readers.mlp_layout import ffn_kinds
@@ -82,18 +82,9 @@ def linear_bytes(n: int, k: int, block: int, v: tuple, fp4: bool = False) -> int
 
 def _layer_bytes(model, layer, ffn: str, tp: int, v: tuple, mlps: dict, attention: bool) -> int:
     """One layer's bytes on a rank: its attention projections (where exact) and its dense or shared MLP."""
-    h, total = model.hidden_size, 0
     q = model.quantization
     fp4, block = q.method == "nvfp4", 0 if q.method == "nvfp4" else q.group_size
-    if attention:
-        q_width = model.num_attention_heads * layer.head_dim
-        kv = kv_heads_per_rank(layer.num_kv_heads, tp)
-        total += linear_bytes((model.num_attention_heads // tp + 2 * kv) * layer.head_dim, h, block, v, fp4)
-        total += linear_bytes(h, q_width // tp, block, v, fp4)
-    if ffn in mlps:
-        up_n, down_k = mlps[ffn]
-        total += linear_bytes(up_n, h, block, v, fp4) + linear_bytes(h, down_k, block, v, fp4)
-    return total
+    return sum(linear_bytes(x.n, x.k, block, v, fp4) for x in layer_shards(model, layer, ffn, tp, mlps, attention))
 
 
 def _expert_shard(model, dep) -> tuple[int, int] | None:
@@ -132,8 +123,8 @@ def priced(model, dep, v: tuple, gpu):
     tp = dep.tp
     if model.num_attention_heads % tp:
         return None
-    mlps, skipped = dense.mlp_widths(model, tp)
-    attention = dense.attention_exact(model)
+    mlps, skipped = mlp_widths(model, tp)
+    attention = attention_exact(model)
     if not attention and model.params.attention and model.quantization.kept_of("attention") < model.params.attention:
         skipped.insert(0, "attention")
     kinds = ffn_kinds(model, model.num_layers)

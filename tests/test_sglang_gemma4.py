@@ -12,8 +12,8 @@ Read in the PyPI wheels (sglang/srt/...):
   Gemma 4's names (global_head_dim 512 and num_global_key_value_heads 4 become head_dim and num_key_value_heads, the
   sliding layers' 256 and 16 become swa_*; `utils/hf_transformers/config.py` L159-187), so K = V layers still cache
   V: 4 x 1,024 x 2 = 8,192 B a full layer, 16 x 512 x 2 = 16,384 B a sliding one. gemma-4-31B-it has 10 full and 50
-  sliding layers: 81,920 B full + 819,200 B SWA a token. cell = 81,920 + 0.8 x 819,200 = 737,280 B (swa_full_tokens_ratio
-  0.8, `server_args.py` L795-806); full tokens = budget // cell, SWA tokens = int(0.8 x full)
+  sliding layers: 81,920 B full + 819,200 B SWA a token. cell = 81,920 + 0.8 x 819,200 = 737,280 B
+  (swa_full_tokens_ratio 0.8, `server_args.py` L795-806); full tokens = budget // cell, SWA tokens = int(0.8 x full)
   (`model_executor/pool_configurator.py` L381-398, L423-425).
 """
 

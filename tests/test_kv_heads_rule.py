@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from conftest import one_line_error
 from kvplan.cli import app
+from kvplan.core.errors import KvplanError
 from kvplan.readers.configs import spec_from_config
 
 runner = CliRunner()
@@ -67,3 +68,24 @@ def test_no_note_where_the_architecture_says(config):
     spec, notices = spec_from_config(config, "x")
     assert not any("num_key_value_heads" in n for n in notices)
     assert spec.layers[0].num_kv_heads == (1 if config.get("multi_query") else 4)
+
+
+@pytest.mark.parametrize("model_type", ["mistral3", "llama4"])
+def test_a_wrapper_whose_text_config_names_no_class_is_refused(model_type):
+    # a text_config naming no model_type is built as the wrapper's text class (transformers 5.25.0: Mistral3Config
+    # `configuration_mistral3.py` L51-54 as "mistral", whose default is 8, `configuration_mistral.py` L67;
+    # Llama4Config `configuration_llama4.py` L226 as Llama4TextConfig, default 8, L135): 8 KV heads, not these 4
+    text = {k: v for k, v in LLAMA.items() if k not in ("model_type", "architectures")}
+    with pytest.raises(KvplanError, match=f"transformers' {model_type} config then takes its class default"):
+        spec_from_config({"model_type": model_type, "text_config": text}, "x")
+
+
+def test_a_type_without_a_reader_does_not_claim_transformers_rule():
+    # StableLmConfig defaults a missing count to 32 (transformers 5.25.0 `configuration_stablelm.py`): kvplan, which
+    # has not read that class, plans vLLM's fallback and says the class was not read
+    spec, notices = spec_from_config({**LLAMA, "model_type": "stablelm", "architectures": ["StableLmForCausalLM"]}, "x")
+    assert spec.layers[0].num_kv_heads == 4
+    note = next(n for n in notices if "num_key_value_heads" in n)
+    assert "has not read model_type 'stablelm'" in note and "transformers' and vLLM's rule" not in note
+    spec, notices = spec_from_config(LLAMA, "x")
+    assert any("transformers' and vLLM's rule for model_type 'llama'" in n for n in notices)

@@ -186,3 +186,29 @@ def test_a_moe_plan_with_the_forced_kernel_adds_the_copy_to_the_graph_estimate()
     marlin = api.plan("qwen3-30b-a3b", **common)
     forced = api.plan("qwen3-30b-a3b", engine_opts={"awq_kernel": "awq"}, **common)
     assert forced.overhead_bytes_per_gpu - marlin.overhead_bytes_per_gpu == 20 * MIB
+
+
+def test_a_shared_expert_width_not_exact_is_refused_by_the_plan_and_noted_by_check_log():
+    """Issue 22 item 2(3): largest_linear needs a MoE model's shared-expert width exactly (its gate_up may be the
+    largest linear: Qwen1.5-MoE-A2.7B's 23,068,672 elements above). Qwen1.5-MoE's counts with one parameter more in
+    the shared experts (24 x (3 x 2,048 x 5,632 + 2,048) + 1: neither reading of mlp_width is whole) no longer give
+    it; `unpriced` says so, so a plan asking awq_kernel=awq is refused in one line and a check-log run of a log with
+    `quantization: awq` notes it and goes on (reconcile._forced_awq), instead of stopping at largest_linear."""
+    from types import SimpleNamespace
+
+    from kvplan.engines.vllm.reconcile import _forced_awq
+    from kvplan.sources.importer import build_spec
+
+    moe = build_spec(QWEN2_MOE, "test/qwen1.5-moe-awq", source="test")[0]
+    assert moe.params.shared_experts == 24 * (3 * 2048 * 5632 + 2048)  # the shared_expert_gate's 2,048 a layer
+    loose = dataclasses.replace(moe, params=dataclasses.replace(moe.params, shared_experts=moe.params.shared_experts
+                                                                + 1))
+    assert awq_dequant.unpriced(moe, None, (0, 20, 1)) is None
+    why = awq_dequant.unpriced(loose, None, (0, 20, 1))
+    assert why and "shared experts' width" in why
+    with pytest.raises(KvplanError, match="does not follow exactly"):
+        awq_dequant.forced({"awq_kernel": "awq"}, loose, None, (0, 20, 1))
+    out = SimpleNamespace(notes=[])
+    assert _forced_awq(out, {"quantization": "awq"}, loose, None, "0.20.1") == []
+    assert "not priced" in out.notes[0] and "shared experts' width" in out.notes[0]
+    assert _forced_awq(SimpleNamespace(notes=[]), {"quantization": "awq"}, moe, None, "0.20.1") == ["awq_kernel=awq"]

@@ -34,7 +34,11 @@ def test_g_idx_loaded_through_0_29_and_discarded_from_0_30():
     model = _gptq(False)
     assert model.quantization.index_bytes == 4_096
     assert _weights(model, "0.25.0") - _weights(model, "0.30.0") == 4_096
-    assert _weights(model, "0.30.0") == _weights(model, "0.33.0")
+    assert _weights(model, "0.30.0") == _weights(model, "0.31.0")
+    # from 0.32.0 on the H100 Humming goes ahead of Marlin (kvplan.engines.vllm.marlin_dense_pad), so Marlin's padding
+    # of o (N 64, K 64 -> 128 at group 32: (64 x 128 - 64 x 64) x 4 / 8 + (4 - 2) x 64 x 2 B = 2,304 B a layer) is
+    # no longer counted: 4,608 B less
+    assert _weights(model, "0.31.0") - _weights(model, "0.33.0") == 2 * ((64 * 128 - 64 * 64) // 2 + 2 * 64 * 2)
 
 
 @pytest.mark.parametrize("version", ["0.30.0", "0.33.0"])

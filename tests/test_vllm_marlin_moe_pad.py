@@ -1,7 +1,9 @@
 """vLLM's Marlin MoE pads a GPTQ / AWQ rank's expert width N to P = round_up(N, lcm(64, group)) as it repacks the
 experts (issue 22; marlin_moe_padded_intermediate, vLLM 0.33.0 wheel `quantization/utils/marlin_utils.py` L335-353;
-the padded tensors, `fused_moe/oracle/int_wna16.py` L649-667 / L799-817): AWQ from 0.25.0, GPTQ from 0.30.0, on
-Marlin (CUDA, 7.5+), not on Humming (9.0 from 0.32.0). kvplan.engines.vllm.marlin_moe_pad cites the rest."""
+the padded tensors, `fused_moe/oracle/int_wna16.py` L649-667 / L799-817): AWQ and GPTQ (without act-order) from
+0.25.0 (auto_gptq.py 0.25.0-0.29.0 L246-248 `allow_tile_padding=not self.desc_act`), compressed-tensors WNA16 from
+0.30.0, on Marlin (CUDA, 7.5+), not on Humming (9.0 from 0.32.0) nor where FlashInfer's TRT-LLM MxInt4 may go
+first. kvplan.engines.vllm.marlin_moe_pad cites the rest."""
 
 from __future__ import annotations
 
@@ -30,6 +32,10 @@ def _qwen3(method: str = "awq", group: int = 32, bits: str = "int4"):
 # fp16 scales 2 x (2,048 / 32 x 2 x 32 + 32 / 32 x 2,048) = 12,288; packed zeros (4,096 + 2,048) x 4 / 8 = 3,072:
 # 113,664 B. A layer's 128 experts 14,548,992 B; 48 layers 698,351,616 B = 666 MiB a GPU.
 PER_GPU = 128 * (3 * 2048 * 32 * 4 // 8 + 2 * (64 * 2 * 32 + 2048) + (64 * 2 * 32 + 2048) * 4 // 8) * 48
+# GPTQ at 0.25.0-0.26.x: its experts method does not pass w13_qzeros / w2_qzeros to the Marlin prep (vLLM 0.25.0 and
+# 0.26.0 wheels, auto_gptq.py L661-674; 0.27.0 L717-718 passes them), so only the packed zeros stay unpadded:
+# 128 experts x 48 layers x 3,072 B = 18,874,368 B less
+GPTQ_NO_ZEROS = PER_GPU - 128 * 48 * 3072
 
 
 def test_the_padding_in_bytes_by_hand():
@@ -38,20 +44,25 @@ def test_the_padding_in_bytes_by_hand():
     assert got == PER_GPU
 
 
-@pytest.mark.parametrize("method, version, gpu, counted", [
-    ("awq", "0.24.0", "a100-sxm-80", False),  # no marlin_moe_padded_intermediate before 0.25.0
-    ("awq", "0.25.0", "a100-sxm-80", True),  # AutoAWQ's experts take allow_tile_padding=True
-    ("gptq", "0.29.0", "a100-sxm-80", False),  # GPTQ's strict Marlin test: MoeWNA16, no padding
-    ("gptq", "0.30.0", "a100-sxm-80", True),
-    ("awq", "0.31.0", "h100", True),  # Humming goes first on 9.0 only from 0.32.0
-    ("awq", "0.33.0", "h100", False),  # Humming on 9.0 (its layout not read): said, not counted
-    ("awq", "0.33.0", "b200", True),
+@pytest.mark.parametrize("method, version, gpu, expected", [
+    ("awq", "0.24.0", "a100-sxm-80", 0),  # no marlin_moe_padded_intermediate before 0.25.0
+    ("awq", "0.25.0", "a100-sxm-80", PER_GPU),  # AutoAWQ's experts take allow_tile_padding=True
+    ("gptq", "0.24.0", "a100-sxm-80", 0),  # the strict Marlin test (no allow_tile_padding): MoeWNA16
+    ("gptq", "0.25.0", "a100-sxm-80", GPTQ_NO_ZEROS),  # auto_gptq.py 0.25.0 L246-248: allow_tile_padding=not desc_act
+    ("gptq", "0.26.0", "a100-sxm-80", GPTQ_NO_ZEROS),  # qzeros not handed to the prep yet
+    ("gptq", "0.27.0", "a100-sxm-80", PER_GPU),  # qzeros padded with the rest
+    ("gptq", "0.29.0", "a100-sxm-80", PER_GPU),  # the same lines in 0.29.0 (round 38 had GPTQ from 0.30.0 only)
+    ("gptq", "0.30.0", "a100-sxm-80", PER_GPU),
+    ("awq", "0.31.0", "h100", PER_GPU),  # Humming goes first on 9.0 only from 0.32.0
+    ("awq", "0.33.0", "h100", 0),  # Humming on 9.0 (its layout not read): said, not counted
+    ("awq", "0.33.0", "b200", PER_GPU),
 ])
-def test_by_release_method_and_gpu(method, version, gpu, counted):
+def test_by_release_method_and_gpu(method, version, gpu, expected):
     from kvplan.engines.versions import parse_version
 
+    assert GPTQ_NO_ZEROS == 679_477_248
     got = marlin_moe_pad.padded_bytes(_qwen3(method), Deployment(8), parse_version(version), find_gpu(gpu))
-    assert got == (PER_GPU if counted else 0)
+    assert got == expected
 
 
 def test_no_padding_where_the_shard_is_whole_tiles_or_a_group_straddles_it():
@@ -73,15 +84,52 @@ def test_a_plan_books_it_in_the_weights_as_loaded_and_says_so():
 
 
 def test_booked_with_the_weights_as_loaded():
-    """Vllm.loaded_extra (the weights_repack term, booked as weights) holds the padding: a GPTQ checkpoint's at 0.30.0
-    is PER_GPU more than at 0.29.0, whose strict Marlin test sends the shard to MoeWNA16 (the other terms, RoPE tables
-    and the 20 MiB split's segment tails, are the same in both)."""
+    """Vllm.loaded_extra (the weights_repack term, booked as weights) holds the padding: a GPTQ checkpoint's at 0.29.0
+    is PER_GPU more than the same checkpoint with act-order (`desc_act: true`), whose strict Marlin test sends the shard
+    to MoeWNA16 through 0.29.0 (the other terms, RoPE tables and the 20 MiB split's segment tails, are the same)."""
     from kvplan.engines.vllm.engine import Vllm
     from kvplan.planning.plan import Request
 
     gpu, dep, model, extra = find_gpu("a100-sxm-80"), Deployment(8), _qwen3("gptq"), []
-    for version in ("0.29.0", "0.30.0"):
-        eng = Vllm(version, {}, {})
+    ordered = dataclasses.replace(model, quantization=dataclasses.replace(model.quantization, act_order=True))
+    for model in (ordered, model):
+        eng = Vllm("0.29.0", {}, {})
         st = eng.settings(model, gpu, dep, Request(context=4096))
         extra.append(eng.loaded_extra(eng.view(model, st), dep, st))
     assert extra[1] - extra[0] == PER_GPU
+
+
+def _ct(group: int = 32, symmetric: bool = False):
+    """Qwen3-30B-A3B's shapes as a compressed-tensors pack-quantized 4-bit checkpoint (WNA16)."""
+    base = require_in_catalog("qwen3-30b-a3b")
+    q = Quantization(method="int4", group_size=group, symmetric=symmetric, quant_method="compressed-tensors")
+    return dataclasses.replace(base, quantization=q)
+
+
+# A symmetric compressed-tensors checkpoint keeps no zero points: PER_GPU less the packed zeros, 128 experts x 48
+# layers x (64 x 2 x 32 + 2,048) x 4 / 8 = 3,072 B an expert -> 128 x 110,592 x 48 = 679,477,248 B.
+SYMMETRIC = PER_GPU - 128 * 48 * (64 * 2 * 32 + 2048) * 4 // 8
+
+
+@pytest.mark.parametrize("version, gpu, symmetric, group, expected", [
+    ("0.29.0", "a100-sxm-80", False, 32, 0),  # 0.25-0.29: padded unless actorder (unread): said, not counted
+    ("0.30.0", "a100-sxm-80", False, 32, PER_GPU),  # compressed_tensors_moe_wna16.py 0.30.0 L110: allow_tile_padding
+    ("0.30.0", "a100-sxm-80", True, 32, SYMMETRIC),  # no weight_zero_point to pad
+    ("0.30.0", "b200", True, 32, 0),  # kInt4Static32 on 10.x: FlashInfer TRT-LLM may go first, not counted
+    ("0.30.0", "b200", False, 32, PER_GPU),  # asymmetric: TRT-LLM refuses zero points (int_wna16.py L146-147)
+    ("0.33.0", "h100", False, 32, 0),  # Humming ahead of Marlin on 9.0
+])
+def test_compressed_tensors_experts(version, gpu, symmetric, group, expected):
+    from kvplan.engines.versions import parse_version
+
+    model = _ct(group, symmetric)
+    assert SYMMETRIC == 679_477_248
+    assert marlin_moe_pad.padded_bytes(model, Deployment(8), parse_version(version), find_gpu(gpu)) == expected
+
+
+def test_compressed_tensors_notes_say_what_is_not_counted():
+    common = dict(tp=8, context=4096, engine="vllm")
+    early = api.plan(_ct(), gpu="a100-sxm-80", engine_version="0.29.0", **common)
+    assert "actorder" in " ".join(w.message for w in early.warnings)
+    blackwell = api.plan(_ct(symmetric=True), gpu="b200", engine_version="0.30.0", **common)
+    assert "TRT-LLM MxInt4" in " ".join(w.message for w in blackwell.warnings)

@@ -13,8 +13,13 @@ leaves the key out, that object holds its class's default, which is not one rule
     FalconConfig's `multi_query` True (one head), ...: the engines would use that count, not num_attention_heads,
     and kvplan does not carry those defaults by release, so such a config is refused;
   * no such field (GPT-2, Mamba): multi-head attention is the architecture; nothing to say.
-A model_type transformers has no class for (remote code, or none) is read by vLLM's fallback, num_attention_heads,
-and said, as for the first kind.
+The wrappers kvplan reads (gemma3, llama4, mistral3, qwen3_5, qwen3_5_moe) reach this by their own model_type where
+their text_config names none; transformers then builds the text class, whose default is fixed (5.25.0: 4, 8, 8, 4,
+2). vLLM reads kimi_k2 and kimi_k25's text through DeepseekV3Config (0.21.0 `transformers_utils/config.py`
+_CONFIG_REGISTRY, `configs/kimi_k25.py` L100-103), default 128.
+Any other model_type (no reader in kvplan: remote code, or a transformers class kvplan has not read) is planned by
+vLLM's fallback, num_attention_heads, with a note that says the class was not read, since its default may be a
+fixed count (StableLmConfig's 32, PhimoeConfig's 8).
 """
 
 from __future__ import annotations
@@ -29,10 +34,16 @@ FIXED_DEFAULT = frozenset({
     "qwen3_5_moe_text", "gemma", "gemma2", "gemma3_text", "gemma4_text", "starcoder2", "glm4", "glm4_moe", "gpt_oss",
     "jamba", "kimi_linear", "lfm2", "llama4_text", "mimo_v2_flash", "minimax", "nemotron_h", "exaone", "falcon_h1",
     "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_v4", "falcon", "RefinedWeb", "RefinedWebModel",
+    "gemma3", "llama4", "mistral3", "qwen3_5", "qwen3_5_moe", "kimi_k2", "kimi_k25",
 })
+# transformers 5.25.0: the model_types kvplan reads whose config class leaves a missing count None, then
+# num_attention_heads (LlamaConfig L88-89 and its like)
+HEADS_DEFAULT = frozenset({"llama", "phi3", "phi", "cohere", "cohere2", "granite", "granitemoehybrid", "olmo2",
+                           "deepseek_v2"})
 NO_FIELD = frozenset({"gpt2", "mamba", "mamba2", "falcon_mamba"})  # MHA (or no attention) by architecture
 # the model's note (ModelSpec.notes), which `fit --explain` prints under the cache's arithmetic
-MHA_RULE = "KV heads = num_attention_heads: config.json gives no num_key_value_heads (transformers' rule)"
+MHA_RULE = ("KV heads = num_attention_heads: config.json gives no num_key_value_heads (the rule where the config "
+            "class leaves it unset)")
 
 
 def read_kv_heads(cfg: Cfg, model_type: str, heads: int, notes: list[str], spec_notes: list[str]) -> int:
@@ -50,7 +61,10 @@ def read_kv_heads(cfg: Cfg, model_type: str, heads: int, notes: list[str], spec_
                           "and kvplan does not carry: add the key", EXIT_USAGE)
     if model_type not in NO_FIELD:
         spec_notes.append(MHA_RULE)
+        rule = (f"transformers' and vLLM's rule for model_type {model_type!r}" if model_type in HEADS_DEFAULT else
+                f"vLLM's fallback; kvplan has not read model_type {model_type or '(none)'!r}'s config class, whose "
+                "default may be a fixed count instead")
         notes.append(f"config.json gives no num_key_value_heads: planned as multi-head attention, {heads} KV heads "
-                     f"(= num_attention_heads, transformers' and vLLM's rule for model_type {model_type or '(none)'!r}"
-                     "; a grouped-query checkpoint that dropped the key would be planned with a larger cache)")
+                     f"(= num_attention_heads, {rule}; a grouped-query checkpoint that dropped the key would be "
+                     "planned with a larger cache)")
     return heads

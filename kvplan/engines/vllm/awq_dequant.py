@@ -19,18 +19,19 @@ linears: attention, dense-MLP layers and shared experts (widths from the paramet
 router is not among them: kvplan holds it in 16 bits (ParamCounts.router), as vLLM builds it with quant_config=None
 (0.19.0 mixtral.py L120-125, qwen2_moe.py L135-139) or the checkpoint's modules_to_not_convert keeps it (Qwen3-MoE
 passes its quant_config, qwen3_moe.py L176-182); at hidden x experts it is far below any attention projection. A
-role the exclusion list keeps whole is left out (UnquantizedLinearMethod). Refused: a MoE model before 0.10.0 (its
-FusedMoE branch not read), MLA and recurrent models (MLA's absorbed kv_b_proj and GDN's projections run in ops whose
-forced path was not read), and from 0.24.0, where `awq` loads as AutoAWQConfig (kvplan.engines.vllm.gdn_ba), whose
-forced path was not read. The engine option is `awq_kernel` (`marlin`, vLLM's default; `awq`, the forced kernel); a
-check-log run takes it from the log's `quantization: awq`.
+role the exclusion list keeps whole is left out (UnquantizedLinearMethod). Refused: a MoE model whose dense-MLP or
+shared-expert width the parameter counts do not give exactly (a check-log run notes it rather than stopping), a MoE
+model before 0.10.0 (its FusedMoE branch not read), MLA and recurrent models (MLA's absorbed kv_b_proj and GDN's
+projections run in ops whose forced path was not read), and from 0.24.0, where `awq` loads as AutoAWQConfig
+(kvplan.engines.vllm.gdn_ba), whose forced path was not read. The engine option is `awq_kernel` (`marlin`, vLLM's
+default; `awq`, the forced kernel); a check-log run takes it from the log's `quantization: awq`.
 """
 
 from __future__ import annotations
 
 from kvplan.engines.options import _bad_opt, opt_choice
 from kvplan.model.layers import Kind
-from kvplan.readers.mlp_layout import dense_mlp_layers, exact_mlp_width, gated_mlp
+from kvplan.readers.mlp_layout import dense_mlp_layers, exact_mlp_width, gated_mlp, mlp_width
 
 THRESHOLD = 256  # tokens a step from which AWQConfig dequantizes (awq.py 0.19.0 L269)
 READ_BEFORE = (0, 24, 0)  # AutoAWQConfig from here (not read)
@@ -54,7 +55,27 @@ def unpriced(model, weight_dtype: str | None, v: tuple) -> str | None:
                 "in ops whose forced path kvplan did not read)")
     if model.params.num_experts and v < MOE_READ_FROM:
         return "is read for MoE models from vLLM 0.10.0 only (AWQConfig's expert method before it was not read)"
+    loose = _loose_widths(model)
+    if loose:
+        return (f"needs the {' and '.join(loose)} width, which does not follow exactly from the model's parameter "
+                "counts")
     return None
+
+
+def _loose_widths(model) -> list[str]:
+    """The MLPs largest_linear reads a width of (a MoE model's dense MLPs and shared experts, unless kept whole) whose
+    width the parameter counts do not give exactly: said by `unpriced`, so a check-log run notes it instead of
+    stopping at largest_linear's refusal."""
+    p = model.params
+    if not p.num_experts:
+        return []
+    n_dense, out = dense_mlp_layers(model), []
+    if n_dense and not _kept_whole(model, "mlp") and not mlp_width(model, p.mlp, n_dense):
+        out.append("dense MLP")
+    shared = p.shared_experts and p.num_moe_layers and not _kept_whole(model, "shared_experts")
+    if shared and not mlp_width(model, p.shared_experts, p.num_moe_layers, shared=True):
+        out.append("shared experts'")
+    return out
 
 
 def forced(opts: dict, model, weight_dtype: str | None, v: tuple) -> bool:

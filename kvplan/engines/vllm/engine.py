@@ -32,8 +32,8 @@ from kvplan.hardware.facts import fact_missing
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
 from kvplan.engines.vllm import (
-    api_servers, awq_bits, command, gdn_ba, gptq_order, marlin_moe_pad, moe_padding, multimodal, plan_notes, pre_mla,
-    quant_methods, uma,
+    api_servers, awq_bits, command, gdn_ba, gptq_order, marlin_dense_pad, marlin_moe_pad, moe_padding, multimodal,
+    plan_notes, pre_mla, quant_methods, uma,
 )
 from kvplan.engines.vllm.pool import (  # noqa: F401
     BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools, v0_aligned_bytes,
@@ -149,13 +149,13 @@ def max_context(model, dep, cap: Capacity, batch: int, st: Settings, kv_dtype, s
 def overhead(model, dep, st: Settings) -> tuple[int, dict]:
     """Per-GPU non-KV memory vLLM subtracts besides the weights (modelled and calibrated per term in
     kvplan/engines/vllm/overhead.py on the log corpus)."""
-    parts = dict(_overhead_terms(model, dep, st))
+    parts = dict(_overhead_terms(model, dep, st, (model.quantization.quant_method, model.quantization.act_order)))
     return sum(parts.values()), parts
 
 
 @lru_cache(maxsize=16)
-def _overhead_terms(model, dep, st: Settings) -> tuple:
-    """The terms, worked out once per plan (request() takes the sum, settings_dict() the terms)."""
+def _overhead_terms(model, dep, st: Settings, _unequal: tuple) -> tuple:
+    """The terms, once per plan (request() takes the sum, settings_dict() the terms); `_unequal`: what == skips."""
     return tuple(overhead_terms(model, dep, st).items())
 
 
@@ -279,7 +279,8 @@ class Vllm(Engine):
         return (*facts, *(w._replace(topic=UNIFIED) for w in uma.warnings(gpu, st)),
                 *([PlanWarning(states)] if states else []), *plan_notes.release_notes(st), *ba,
                 *plan_notes.refined(model, dep, st), *moe_padding.note(model, dep, st),
-                *marlin_moe_pad.note(model, dep, st), *self._eager())
+                *marlin_moe_pad.note(model, dep, st), *marlin_dense_pad.note(model, dep, st),
+                *self._eager())
 
     def _eager(self) -> tuple:
         """enforce_eager, said where the speed figures cannot follow it: the corpus fit skips every run stating its

@@ -65,7 +65,8 @@ FIELDS = ("tp", "pp", "dp", "ep", "dcp", "context", "batch", "kv_dtype", "weight
     (["qwen3-8b", "--gpu", "a100-80", "--ctx", "16k", "--kv-cache-memory", "20GiB", "--block-size", "32",
       "--engine", "vllm", "--engine-opt", "max_num_seqs=64"],
      dict(context="16k", kv_cache_memory="20GiB", block_size=32, engine="vllm", engine_opts={"max_num_seqs": 64})),
-    (["mistral-nemo-instruct-2407", "--gpu", "h100", "--gpu-memory-utilization", "0.8", "--overhead", "2GiB", "--batch", "4"],
+    (["mistral-nemo-instruct-2407", "--gpu", "h100", "--gpu-memory-utilization", "0.8", "--overhead", "2GiB",
+      "--batch", "4"],
      dict(gpu_memory_utilization=0.8, overhead=2 * GIB, batch=4)),
 ])
 def test_plan_is_what_fit_prints(cli, api):

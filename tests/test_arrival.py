@@ -4,10 +4,11 @@ selects (kvplan.speed.queueing.arrival_wait) and check-bench's arrivals from a f
 
 Sources of the arithmetic: vLLM's arrivals, vllm-project/vllm@0049e29c41fd383bda519a3f250e3227713081ef:
 benchmarks/benchmark_serving.py get_request (gaps numpy gamma(shape=burstiness, scale=1 / (rate x burstiness));
-burstiness 1 printed as "Poisson process"); Kingman's G/G/1 approximation (J. F. C. Kingman, "The single server
-queue in heavy traffic", Proc. Cambridge Phil. Soc. 57 (1961)): Wq ~ rho / (1 - rho) x (ca2 + cs2) / 2 x S, with
-cs2 = 0 for a deterministic server; guidellm's constant profile, vllm-project/guidellm@03820eba155d34eb602244535cc2412c32af6f54:
-src/guidellm/scheduler/strategies.py AsyncConstantStrategy.next_request_time (start + index / rate).
+burstiness 1 printed as "Poisson process"); Kingman's G/G/1 approximation (J. F. C. Kingman, "The single server queue in
+heavy traffic", Proc. Cambridge Phil. Soc. 57 (1961)): Wq ~ rho / (1 - rho) x (ca2 + cs2) / 2 x S, with cs2 = 0 for a
+deterministic server; guidellm's constant profile,
+vllm-project/guidellm@03820eba155d34eb602244535cc2412c32af6f54:src/guidellm/scheduler/strategies.py
+AsyncConstantStrategy.next_request_time (start + index / rate).
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ def test_every_rate_point_of_the_corpus_names_its_arrival():
                 missing.append(f"{name}:{p.get('id')}")
             if "arrival" in p:
                 arrival_of(p["arrival"])
-        assert (doc.get("inferred") or {}).get("arrival") or not any("arrival" in (p or {}) for p in doc.get("points") or ()), name
+        assert ((doc.get("inferred") or {}).get("arrival")
+                or not any("arrival" in (p or {}) for p in doc.get("points") or ())), name
     assert not missing
 
 
@@ -100,7 +102,8 @@ def test_check_bench_reads_the_files_burstiness():
     # vLLM prints "Burstiness factor: {burstiness} ({distribution})" above its result block (get_request's
     # caller in benchmark_serving.py); a published report with the line set to a gamma run
     text = (BENCH / "vllm-report-gemma3-27b.txt").read_text()
-    text = re.sub(r"(?m)^(=+ Serving Benchmark Result =+)$", "Burstiness factor: 0.5 (Gamma distribution)\n\\1", text, count=1)
+    text = re.sub(r"(?m)^(=+ Serving Benchmark Result =+)$", "Burstiness factor: 0.5 (Gamma distribution)\n\\1", text,
+                  count=1)
     (run,) = detect.read_runs(text, "x.txt")
     assert run.settings.burstiness == 0.5
 

@@ -60,7 +60,8 @@ def test_vllm_refuses_a_cache_dtype_no_release_takes(kvplan_home, version, dtype
 
 def test_vllm_still_takes_fp8_and_the_other_16_bit_dtype(kvplan_home):
     for dtype in ("fp8", "fp16"):
-        r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k", "--engine", "vllm", "--kv-dtype", dtype, "--json")
+        r = run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k", "--engine", "vllm", "--kv-dtype", dtype,
+                "--json")
         assert r.exit_code == 0, r.output
 
 

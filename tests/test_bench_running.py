@@ -20,7 +20,8 @@ from kvplan.speed.load import Load
 LLAMA = find_in_catalog("llama-3.1-8b-instruct")
 
 
-def case(engine="vllm", gpu="h100-sxm", version="0.19.0", isl=7680, osl=1024, flags=None, dp=1, model="llama-3.1-8b-instruct"):
+def case(engine="vllm", gpu="h100-sxm", version="0.19.0", isl=7680, osl=1024, flags=None, dp=1,
+         model="llama-3.1-8b-instruct"):
     """A corpus point read as the corpus reader reads one (flags as the source writes them)."""
     point = {"engine": engine, "gpu": gpu, "version": version, "isl": isl, "osl": osl, "concurrency": 1024,
              "kvplan_model": model, "gpus": dp, "dp": dp, "tp": 1, "flags": dict(flags or {}),

@@ -31,7 +31,8 @@ def test_every_record_is_cited_and_its_excerpt_exists():
     assert len(ids) >= 100
     assert len(ids) == len(set(ids))
     for r in INDEX:
-        assert r["repo"] in r["source"] and r.get("date") and r.get("engine") in ("vllm", "sglang", "llama.cpp", "trtllm")
+        assert r["repo"] in r["source"] and r.get("date") and r.get("engine") in ("vllm", "sglang", "llama.cpp",
+                                                                                  "trtllm")
         if r.get("page"):  # a web page (a blog post quoting its log): its site is the repo, its title the file
             assert re.match(rf"https://(www\.)?{re.escape(r['repo'])}/", r["source"]), r["id"]
             continue
@@ -48,7 +49,8 @@ def test_parser_reads_back_every_figure_the_index_lists():
             assert all(f"| {text} " in excerpt for text in r["figures"].values()), r["id"]
             continue
         if r.get("transcribed") == "json":  # a JSON summary its source wrote from the log: values verbatim
-            assert all(re.search(rf'_gib": {re.escape(str(text))}[,\n]', excerpt) for text in r["figures"].values()), r["id"]
+            assert all(re.search(rf'_gib": {re.escape(str(text))}[,\n]', excerpt)
+                       for text in r["figures"].values()), r["id"]
             continue
         rec = parse_log(excerpt)
         for key, text in r["figures"].items():
@@ -469,7 +471,8 @@ def test_the_a5000_record_is_predicted_end_to_end_on_its_profile():
     share of the total, so 0.52 GiB / (0.9764 - 0.9543) = 23.5 GiB (23.2..23.9 over the printed roundings). The log's
     "Available KV cache memory: 6.37 GiB" plus its 0.52 GiB of graphs is 6.89 GiB before graphs; kvplan's graphs
     are 0.70 GiB (the finding above), so its available KV (6.25 GiB when written, -1.9%) must lie within 5% of the
-    printed 6.37, and within 2% (0.14 GiB) of 6.89 before graphs (6.94 when written), where the total is the new input."""
+    printed 6.37, and within 2% (0.14 GiB) of 6.89 before graphs (6.94 when written), where the total is the new
+    input."""
     from kvplan.hardware.gpus import find_gpu
 
     b = _bench()

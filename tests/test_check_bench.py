@@ -29,7 +29,8 @@ runner = CliRunner()
 def same(stat: Stat, mean, median, p99) -> bool:
     """Stat equal to the figures within float rounding (None where the file gives none)."""
     got, want = (stat.mean, stat.median, stat.p99), (mean, median, p99)
-    return all((g is None) == (w is None) and (g is None or g == pytest.approx(w, rel=1e-12)) for g, w in zip(got, want))
+    return all((g is None) == (w is None) and (g is None or g == pytest.approx(w, rel=1e-12))
+               for g, w in zip(got, want))
 
 
 def runs_of(name: str):
@@ -44,7 +45,8 @@ def test_vllm_save_result_json():
     # total_input_tokens 299700 / completed 300 = 999; total_output_tokens 81050 / 300 = 270.17 -> 270
     assert (s.isl, s.osl, s.num_prompts, s.request_rate, s.concurrency) == (999, 270, 300, 10.0, None)
     assert s.gpu_name == "4xNVIDIA_L40S"  # the user's --metadata gpu=...
-    assert m["ttft"].mean == pytest.approx(54.577085783294024e-3) and m["tpot"].p99 == pytest.approx(17.652194109258673e-3)
+    assert (m["ttft"].mean == pytest.approx(54.577085783294024e-3)
+            and m["tpot"].p99 == pytest.approx(17.652194109258673e-3))
     assert m["output_throughput"].mean == pytest.approx(2249.247363167692)
 
 
@@ -104,14 +106,17 @@ def test_llama_bench_json_csv_md():
     # The README's CSV header has 42 columns and its rows 41: the test columns are read from the right.
     pp, tg = runs_of("llama-bench-qwen25-7b-rtx4080.csv")
     assert pp.metrics["pp_tok_s"].mean == 7285.676949 and tg.metrics["tg_tok_s"].mean == 119.915244
-    labels = [(r.label, r.settings.depth, next(iter(r.metrics.values())).mean) for r in runs_of("llama-bench-qwen2-7b-depth.md")]
-    assert labels == [("pp512", 0, 7340.20), ("tg128", 0, 120.60), ("pp512 @ d512", 512, 6425.91), ("tg128 @ d512", 512, 116.71)]
+    labels = [(r.label, r.settings.depth, next(iter(r.metrics.values())).mean)
+              for r in runs_of("llama-bench-qwen2-7b-depth.md")]
+    assert labels == [("pp512", 0, 7340.20), ("tg128", 0, 120.60), ("pp512 @ d512", 512, 6425.91),
+                      ("tg128 @ d512", 512, 116.71)]
 
 
 def test_llama_bench_jsonl_is_the_json_a_line_each():
     rows = json.loads((FIX / "llama-bench-qwen25-7b-rtx4080.json").read_text())
     runs = detect.read_runs("\n".join(json.dumps(r) for r in rows))
-    assert [(r.label, next(iter(r.metrics.values())).mean) for r in runs] == [("pp512", 7100.002165), ("tg128", 118.881588)]
+    assert [(r.label, next(iter(r.metrics.values())).mean) for r in runs] == [("pp512", 7100.002165),
+                                                                              ("tg128", 118.881588)]
 
 
 def test_tpot_from_e2e_when_the_file_prints_none():
@@ -133,16 +138,19 @@ def test_trtllm_bench_report():
 
 def test_trtllm_bench_report_json():
     # --report_json's shape (reporting.py get_statistics_dict); no published file of ours: the 0.17 report's figures
-    doc = {"engine": {"model": "meta-llama/Llama-3.1-8B", "version": "0.17.0", "quantization": "FP8", "kv_cache_dtype": None},
+    doc = {"engine": {"model": "meta-llama/Llama-3.1-8B", "version": "0.17.0", "quantization": "FP8",
+                      "kv_cache_dtype": None},
            "machine": {"name": "NVIDIA H100 80GB HBM3"},
            "world_info": {"tp_size": 1, "max_batch_size": 2048, "max_num_tokens": 4096},
            "request_info": {"num_requests": 3000, "avg_input_length": 128.0, "avg_output_length": 128.0},
            "performance": {"request_throughput_req_s": 161.6059, "system_output_throughput_tok_s": 20685.5510,
-                           "avg_request_latency_ms": 9000.0, "request_latency_percentiles_ms": {"p50": 9100.0, "p99": 18000.0}},
+                           "avg_request_latency_ms": 9000.0,
+                           "request_latency_percentiles_ms": {"p50": 9100.0, "p99": 18000.0}},
            "streaming_metrics": {"avg_ttft_ms": 500.0, "avg_tpot_ms": 70.0, "tpot_percentiles": {"p99": 90.0}}}
     (run,) = detect.read_runs(json.dumps(doc))
     s, m = run.settings, run.metrics
-    assert (s.gpu_name, s.weight_dtype, s.isl, s.num_prompts, s.max_tokens) == ("NVIDIA H100 80GB HBM3", "fp8", 128, 3000, 4096)
+    assert (s.gpu_name, s.weight_dtype, s.isl, s.num_prompts, s.max_tokens) == ("NVIDIA H100 80GB HBM3", "fp8", 128,
+                                                                                3000, 4096)
     assert same(m["e2el"], 9.0, 9.1, 18.0) and same(m["tpot"], 0.07, None, 0.09) and same(m["ttft"], 0.5, None, None)
 
 
@@ -195,7 +203,8 @@ def test_size_cap(monkeypatch):
 def test_long_lines_parse_fast():
     import time
     t = time.process_time()  # this process's CPU time: other jobs on a shared box do not stretch it
-    text = (FIX / "vllm-report-gemma3-27b.txt").read_text().replace("Mean TTFT (ms):", "Mean TTFT (ms):" + " " * 200_000)
+    text = (FIX / "vllm-report-gemma3-27b.txt").read_text().replace("Mean TTFT (ms):",
+                                                                    "Mean TTFT (ms):" + " " * 200_000)
     detect.read_runs("--model " + "a" * 300_000 + "\n" + text)
     assert time.process_time() - t < 2.0
 
@@ -253,7 +262,8 @@ def test_decode_batch_by_littles_law():
 def test_error_sign_says_which_side():
     rows = compare.rows({"tpot": Stat(mean=0.02), "output_throughput": Stat(mean=100.0)},
                         {"tpot": Stat(mean=0.01), "output_throughput": Stat(mean=150.0)})
-    assert [(r.metric, r.error_pct, r.optimistic) for r in rows] == [("tpot", -50.0, True), ("output_throughput", 50.0, True)]
+    assert [(r.metric, r.error_pct, r.optimistic) for r in rows] == [("tpot", -50.0, True),
+                                                                     ("output_throughput", 50.0, True)]
 
 
 # ---- the command --------------------------------------------------------------------------------------
@@ -263,7 +273,8 @@ CASES = [
     ("sglang-report-gpt-oss-20b-h100.txt", ["--model", "gpt-oss-20b", "--gpu", "h100"]),
     ("trtllm-bench-llama31-8b-fp8.txt", ["--gpu", "h100"]),
     ("llama-bench-qwen25-7b-rtx4080.csv", ["--gpu", "rtx-4090"]),
-    ("aiperf-gpt-oss-20b.csv", ["--model", "gpt-oss-20b", "--gpu", "l40s", "--input-len", "550", "--output-len", "100"]),
+    ("aiperf-gpt-oss-20b.csv",
+     ["--model", "gpt-oss-20b", "--gpu", "l40s", "--input-len", "550", "--output-len", "100"]),
     ("aiperf-gpt-oss-20b.json", []),  # model and GPU (the device name AIPerf's telemetry printed) from the file
 ]
 
@@ -290,7 +301,8 @@ def test_check_bench_json_and_what_it_assumed():
     assert (run["gpu"], run["replicas"], run["tp"], run["model"]) == ("l40s", 4, 1, "llama-3.2-3b-instruct")
     assert any("tp 1 (the file states none" in a for a in run["assumed"])
     ttft = next(x for x in run["rows"] if x["metric"] == "ttft" and x["stat"] == "mean")
-    assert ttft["unit"] == "s" and ttft["error_pct"] == pytest.approx(100 * (ttft["predicted"] - ttft["measured"]) / ttft["measured"])
+    assert (ttft["unit"] == "s"
+            and ttft["error_pct"] == pytest.approx(100 * (ttft["predicted"] - ttft["measured"]) / ttft["measured"]))
     assert {e["term"].split(" (")[0] for e in run["efficiency"]} == {"decode bandwidth", "prefill FLOP/s"}
     # beside the datasheet, the L40S profile's measured bandwidth: FluidX3D's 3,788 MLUPs/s x 153 B = 579.564 GB/s
     bw = next(e for e in run["efficiency"] if e["term"] == "decode bandwidth")
@@ -303,7 +315,8 @@ def test_check_bench_json_and_what_it_assumed():
 def test_the_files_release_picks_the_speed_era():
     # The trtllm-bench report says "TensorRT-LLM Version: 0.17.0": releases before 1.0 have their own
     # coefficient set (kvplan/speed/corpus.py ERAS), whatever release the KV pool's rules are taken from.
-    r = runner.invoke(whole_app(), ["check-bench", str(FIX / "trtllm-bench-llama31-8b-fp8.txt"), "--gpu", "h100", "--json"])
+    r = runner.invoke(whole_app(),
+                      ["check-bench", str(FIX / "trtllm-bench-llama31-8b-fp8.txt"), "--gpu", "h100", "--json"])
     assert r.exit_code == 0, r.output
     (run,) = json.loads(r.stdout)["runs"]
     assert any(a.startswith("step times: calibrated (trtllm<1.0 coefficients") for a in run["assumed"]), run["assumed"]
@@ -331,7 +344,8 @@ def test_prediction_is_simulates_own(tmp_path):
     trace = tmp_path / "t.csv"
     trace.write_text("arrival,input_tokens,output_tokens\n" + "0,1024,350\n" * 16)
     sim = runner.invoke(whole_app(), ["simulate", "gemma-3-27b-it", "--gpu", "h100", "--trace", str(trace), "--json"])
-    bench = runner.invoke(whole_app(), ["check-bench", str(FIX / "vllm-report-gemma3-27b.txt"), "--gpu", "h100", "--json"])
+    bench = runner.invoke(whole_app(),
+                          ["check-bench", str(FIX / "vllm-report-gemma3-27b.txt"), "--gpu", "h100", "--json"])
     assert sim.exit_code == 0 and bench.exit_code == 0, sim.output + bench.output
     simulated = json.loads(sim.stdout)["runs"]["paged"]["summary"]["latency_s"]["tpot"]["mean"]
     row = next(x for x in json.loads(bench.stdout)["runs"][0]["rows"] if x["metric"] == "tpot" and x["stat"] == "mean")

@@ -30,7 +30,8 @@ def check(name: str):
     rec = parse_log(text)
     model = find_in_catalog(meta["model"]) if "model" in meta else None
     gpu = find_gpu(meta["gpu"]) if "gpu" in meta else None
-    res = reconcile(rec, model, gpu, meta.get("version"), meta.get("kv_dtype"), int(meta["tp"]) if "tp" in meta else None)
+    res = reconcile(rec, model, gpu, meta.get("version"), meta.get("kv_dtype"),
+                    int(meta["tp"]) if "tp" in meta else None)
     return rec, {r.quantity.split(" (")[0] + (" exact" if "from #" in r.quantity or "blocks x" in r.quantity else ""): r
                  for r in res.rows}, res
 
@@ -239,7 +240,8 @@ def test_sglang_printed_fraction_is_named_in_the_row(tmp_path):
     # A log whose ServerArgs print mem_fraction_static=0.85: no inference (the fraction is the log's), the row says so
     text = (FIXTURES / "sglang_qwq32b_4xl4.log").read_text()
     text = text.replace("[2025-03-08 12:29:21 TP0] Load", "[2025-03-08 12:29:00] server_args=ServerArgs("
-                        "model_path='Qwen/QwQ-32B', tp_size=4, mem_fraction_static=0.85)\n[2025-03-08 12:29:21 TP0] Load", 1)
+                        "model_path='Qwen/QwQ-32B', tp_size=4, mem_fraction_static=0.85)\n"
+                        "[2025-03-08 12:29:21 TP0] Load", 1)
     d, rows = _sglang_cli(text=text, tmp_path=tmp_path)
     assert d["version"] == "0.5.23" and not any("inferred from its figures" in n for n in d["notes"])
     alone = rows["#tokens predicted from the GPU alone"]

@@ -107,7 +107,8 @@ def test_6294_end_to_end_from_the_gpu_alone_with_the_fp8_checkpoint():
                            weight_dtype="fp8")
     rows = {r.quantity.split(" (")[0].split(",")[0]: r for r in res.rows}
     avail = rows["available KV"]
-    assert avail.reported == "52.51 GiB" and "its tokens x B" in avail.quantity and 0 <= avail.error <= 0.05 and avail.ok
+    assert (avail.reported == "52.51 GiB" and "its tokens x B" in avail.quantity
+            and 0 <= avail.error <= 0.05 and avail.ok)
     assert rows["max tokens predicted from the GPU alone"].reported == "860,320"
     assert 0 <= rows["max tokens predicted from the GPU alone"].error <= 0.05
 
@@ -125,8 +126,9 @@ def test_6294_model_and_release_from_the_log(tmp_path):
     # 0.20.0" and loads "models--nvidia--Llama-3.1-8B-Instruct-FP8/snapshots/...": put before the first run's pool
     # lines, the log names its release and its FP8 checkpoint, whose weights are counted as FP8 (with a note).
     text = ("[TensorRT-LLM] TensorRT-LLM version: 0.20.0\n[07/24/2025-08:13:02] [TRT-LLM] [I] Rank 0 prefetching /root/"
-            ".cache/huggingface/hub/models--nvidia--Llama-3.1-8B-Instruct-FP8/snapshots/026c7c29fdd02d53f17c125d2dec8cb1a"
-            "2251c23/model-00001-of-00002.safetensors to memory...\n" + LOG_6294.read_text())
+            ".cache/huggingface/hub/models--nvidia--Llama-3.1-8B-Instruct-FP8/snapshots/"
+            "026c7c29fdd02d53f17c125d2dec8cb1a2251c23/model-00001-of-00002.safetensors to memory...\n"
+            + LOG_6294.read_text())
     rec = parse_log(text)
     assert (rec.version, rec.model) == ("0.20.0", "nvidia/Llama-3.1-8B-Instruct-FP8")
     path = tmp_path / "trt.log"
@@ -143,7 +145,8 @@ def test_tutorials150_without_a_model_checks_the_engines_own_arithmetic():
     # ceil(2,051 / 32) = 65; 116,617 / 65 = 1,794.11 requests of 2,051 tokens; 78.295 .. 78.305 GiB / 3,731,744 =
     # 22,528.0 .. 22,530.8 B a token (22 layers x 4 KV heads x 64 x 2 x 2 B = 22,528: TinyLlama-1.1B's shape).
     d, rows = _run(LOG_150)
-    assert rows["max tokens in paged KV cache"]["predicted"] == "3,731,744" and rows["max tokens in paged KV cache"]["ok"]
+    assert (rows["max tokens in paged KV cache"]["predicted"] == "3,731,744"
+            and rows["max tokens in paged KV cache"]["ok"])
     assert rows["blocks a sequence"]["predicted"] == "65" and rows["blocks a sequence"]["ok"]
     assert rows["max concurrency at 2,051 tokens"]["predicted"] == "1,794.11x"
     assert rows["KV bytes a token"]["reported"] == "22,528.0 .. 22,530.8 B"
@@ -155,7 +158,8 @@ def test_tutorials150_with_tinyllamas_config(tmp_path):
     # (head 64), bf16. 22 x 4 x 64 x 2 x 2 B = 22,528 B a token; 3,731,744 x 22,528 B = 84,068,728,832 B = 78.2951 GiB,
     # printed 78.30: in range. The model is not in kvplan's catalog, so a folder with its config is how to name it.
     cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048, "intermediate_size": 5632,
-           "num_attention_heads": 32, "num_hidden_layers": 22, "num_key_value_heads": 4, "max_position_embeddings": 2048,
+           "num_attention_heads": 32, "num_hidden_layers": 22, "num_key_value_heads": 4,
+           "max_position_embeddings": 2048,
            "vocab_size": 32000, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "torch_dtype": "bfloat16",
            "tie_word_embeddings": False, "hidden_act": "silu"}
     (tmp_path / "config.json").write_text(json.dumps(cfg))
@@ -176,8 +180,8 @@ def test_logs_kvplan_cannot_check_fail_in_one_line(tmp_path):
         "blocks of zero tokens": ("[TensorRT-LLM][INFO] Max KV cache blocks per sequence: 0 [window size=0], tokens "
                                   "per block=0, primary blocks=0, secondary blocks=0\n", "must be positive"),
         "a fraction past 1": ("[TRT-LLM] [W] Both free_gpu_memory_fraction and max_tokens are set (to 7.5 and 860308, "
-                              "respectively).\n[TensorRT-LLM][INFO] [MemUsageChange] Allocated 52.51 GiB for max tokens "
-                              "in paged KV cache (860320).\n", "not a fraction"),
+                              "respectively).\n[TensorRT-LLM][INFO] [MemUsageChange] Allocated 52.51 GiB for max "
+                              "tokens in paged KV cache (860320).\n", "not a fraction"),
         "a corrupt count": ("[TensorRT-LLM][INFO] [MemUsageChange] Allocated 52.51 GiB for max tokens in paged KV "
                             "cache (99999999999999999999).\n", "beyond any real deployment"),
     }
@@ -193,8 +197,8 @@ def test_the_estimation_runs_rounded_budget_is_a_range_of_tokens(tmp_path):
     # puts #6294's own budget there (52.51 GiB, the GiB its 860,308 estimated tokens x 65,536 B round to), in the
     # words of _torch/pyexecutor/_util.py (docs/engines.md section 3). 52.505 .. 52.515 GiB // 65,536 B =
     # 52.505 x 16,384 = 860,241.9 .. 52.515 x 16,384 = 860,405.8: tokens 860,241 .. 860,405, which hold 860,308.
-    text = ("[TRT-LLM] [I] Peak memory during memory usage profiling (torch + non-torch): 20.00 GiB, available KV cache "
-            "memory when calculating max tokens: 52.51 GiB, fraction is set 0.8\n" + LOG_6294.read_text())
+    text = ("[TRT-LLM] [I] Peak memory during memory usage profiling (torch + non-torch): 20.00 GiB, available KV "
+            "cache memory when calculating max tokens: 52.51 GiB, fraction is set 0.8\n" + LOG_6294.read_text())
     path = tmp_path / "trt.log"
     path.write_text(text)
     d, rows = _run(path, "--model", "llama-3.1-8b-instruct", "--engine-version", "0.20.0")

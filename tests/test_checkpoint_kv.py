@@ -340,7 +340,8 @@ def test_sweep_rows_and_notes_say_what_each_plan_did_with_the_declaration(tmp_pa
     rows = {p["model"]: p for p in csv.DictReader(io.StringIO(r.stdout))}
     assert rows["llama-70b-fp8"]["checkpoint_kv"] == "followed" and rows["llama-70b-fp8"]["kv_dtype"] == "fp8"
     assert rows["llama-70b"]["checkpoint_kv"] == ""
-    assert any(x.startswith("note: llama-70b-fp8: KV cache fp8: the checkpoint declares") for x in r.stderr.splitlines())
+    assert any(x.startswith("note: llama-70b-fp8: KV cache fp8: the checkpoint declares")
+               for x in r.stderr.splitlines())
     # auto (fp8 under 0.33.0) and bf16 are two plans of the declaring checkpoint, one of the other: 3, said so
     r = _cli([*base, "--kv-dtype", "auto,bf16", "--engine", "vllm", "--engine-version", "0.33.0"])
     assert r.exit_code == 0 and "sweep: 3 plans to make" in r.stderr and len(json.loads(r.stdout)["plans"]) == 3

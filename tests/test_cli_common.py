@@ -72,7 +72,8 @@ def test_plan_warnings_are_data_worded_at_the_edge():
     # vLLM serves draft models from 0.15.0 (kvplan.engines.vllm.speculative.check_vllm): a release check from the flag
     # alone
     (("cheapest", "llama-3.1-70b", "--gpu", "h100", "--ctx", "8k", "--concurrency", "4", "--engine", "vllm",
-      "--engine-version", "0.11.0", "--speculative", "draft:llama-3.2-1b-instruct:4"), "serves draft models from 0.15.0"),
+      "--engine-version", "0.11.0", "--speculative", "draft:llama-3.2-1b-instruct:4"),
+     "serves draft models from 0.15.0"),
 ])
 def test_a_drafter_the_engine_does_not_model_is_a_usage_error_in_every_command(kvplan_home, args, needle):
     """--speculative goes through the configured engine (Engine.check_speculative) before any model is

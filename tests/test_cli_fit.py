@@ -170,7 +170,8 @@ def test_the_shared_cli_module_loads_no_planning_layer():
     import sys
 
     probe = ("import sys, kvplan.cli._common\n"
-             "print(','.join(m for m in ('kvplan.planning', 'kvplan.model', 'kvplan.report.text') if m in sys.modules))")
+             "print(','.join(m for m in ('kvplan.planning', 'kvplan.model', 'kvplan.report.text')"
+             " if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr
 

@@ -9,7 +9,8 @@ from kvplan.cli.main import COMMANDS, reflowed, whole_app
 
 
 def test_reflowed_joins_a_paragraphs_lines_and_keeps_paragraphs():
-    assert reflowed("One line\n  and its rest.\n\nA second\nparagraph.") == "One line and its rest.\n\nA second paragraph."
+    assert reflowed("One line\n  and its rest.\n\nA second\nparagraph.") == \
+        "One line and its rest.\n\nA second paragraph."
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -26,3 +27,12 @@ def test_help_paragraphs_fill_80_columns(command):
         assert all(len(x) >= 60 for x in para[:-1]), (command, para)
         para = []
     assert max(map(len, lines)) <= 80
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_help_cuts_no_word_at_80_columns(command):
+    # Rich ends a word wider than its help column with "…": at 80 columns fit's --allow-long-context named
+    # "VLLM_ALLOW_LONG_MAX_MODEL_LEN…" and "SGLANG_ALLOW_OVERWRITE_LONGER…", --host "(kvplan/hardware/hosts/README…",
+    # simulate's --engine "capacity_scheduler_policy=MAX…": a user could not read the name to type
+    out = CliRunner().invoke(whole_app(), [command, "--help"], env={"COLUMNS": "80", "TERM": "dumb"}).output
+    assert "…" not in out, [line for line in out.splitlines() if "…" in line]

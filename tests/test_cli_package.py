@@ -81,7 +81,8 @@ def _top_level_imports(path: Path, name: str, is_package: bool, known: set[str])
                     base = ".".join(parts + ([base] if base else []))
                 subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known]
                 found.update(subs or [base])
-            elif isinstance(node, (ast.If, ast.Try)) and not (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node.test)):
+            elif isinstance(node, (ast.If, ast.Try)) and not (isinstance(node, ast.If)
+                                                              and "TYPE_CHECKING" in ast.dump(node.test)):
                 visit(node.body)
                 visit(getattr(node, "orelse", []))
                 for h in getattr(node, "handlers", []):

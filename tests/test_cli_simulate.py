@@ -49,12 +49,15 @@ def test_compare_runs_four_pools_on_the_same_requests(kvplan_home):
 
 
 TRACES = {
-    "kvplan.csv": "arrival,input_tokens,output_tokens,prefix_id,prefix_tokens\n0.0,600,20,sys,512\n0.5,700,30,sys,512\n1.0,80,5,,\n",
-    "kvplan.jsonl": '{"arrival": 0, "input_tokens": 600, "output_tokens": 20}\n{"arrival": 1.5, "input_tokens": 90, "output_tokens": 9}\n',
+    "kvplan.csv": "arrival,input_tokens,output_tokens,prefix_id,prefix_tokens\n"
+                  "0.0,600,20,sys,512\n0.5,700,30,sys,512\n1.0,80,5,,\n",
+    "kvplan.jsonl": '{"arrival": 0, "input_tokens": 600, "output_tokens": 20}\n'
+                    '{"arrival": 1.5, "input_tokens": 90, "output_tokens": 9}\n',
     "azure.csv": "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n"
                  "2023-11-16 18:15:50.9951690,396,109\n2023-11-16 18:15:51.0000000,879,0\n",
     "burstgpt.csv": "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
-                    "5,ChatGPT,472,18,490,Conversation log\n45,ChatGPT,1087,0,1087,Conversation log\n118,GPT-4,417,30,447,API log\n",
+                    "5,ChatGPT,472,18,490,Conversation log\n45,ChatGPT,1087,0,1087,Conversation log\n"
+                    "118,GPT-4,417,30,447,API log\n",
     "mooncake.jsonl": '{"timestamp": 0, "input_length": 1200, "output_length": 10, "hash_ids": [1, 2, 3]}\n'
                       '{"timestamp": 300, "input_length": 1100, "output_length": 12, "hash_ids": [1, 2, 4]}\n',
 }
@@ -131,7 +134,8 @@ def test_bad_input_is_one_line(args, code, needle, kvplan_home, tmp_path, monkey
     ("arrival,input_tokens,output_tokens\n" + "0," * 600_000 + "\n", "longer than"),
     ("arrival,input_tokens,output_tokens,prefix_id,prefix_tokens\n0,5,3,p,9\n", "must be less than input_tokens"),
     ("arrival,input_tokens,output_tokens\n0,0,3\n", "no request with input and output tokens"),
-    ('{"timestamp": 0, "input_length": 900, "output_length": 3, "hash_ids": [1, true]}\n', "line 1: hash_ids must hold"),
+    ('{"timestamp": 0, "input_length": 900, "output_length": 3, "hash_ids": [1, true]}\n',
+     "line 1: hash_ids must hold"),
     ('{"timestamp": 0, "input_length": 900, "output_length": 3, "hash_ids": [1.5, 2]}\n', "line 1: hash_ids must hold"),
 ])
 def test_bad_traces_are_one_line(text, needle, kvplan_home, tmp_path):

@@ -27,7 +27,8 @@ from kvplan.readers.configs import spec_from_config
 from kvplan.core.errors import KvplanError
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCES = [REPO.parent / "shared" / "configs", REPO / "scripts" / "catalog_extra", Path(__file__).parent / "fixtures" / "families"]
+SOURCES = [REPO.parent / "shared" / "configs", REPO / "scripts" / "catalog_extra",
+           Path(__file__).parent / "fixtures" / "families"]
 HOSTILE = [None, -1, 0, 1, 3, 2**40, -(2**63), 1.5, float("inf"), float("-inf"), float("nan"), "x", "", "auto",
            [], [1], ["a"], [None], {}, {"a": 1}, True, False, [[[]]], "M*-E", [0.5, "x"]]
 MUTATIONS_PER_CONFIG = 60

@@ -45,9 +45,11 @@ def test_malformed_quantization_config_is_a_usage_error(kvplan_home, tmp_path, q
 def test_well_formed_quantization_configs_still_read():
     # GPTQ 4-bit, group 128 (group_size -1 is per-row: Quantization.per_row, group_size kept at 128)
     for group in (128, -1):
-        spec, _ = spec_from_config({**BASE, "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": group}}, "x")
+        spec, _ = spec_from_config(
+            {**BASE, "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": group}}, "x")
         assert (spec.quantization.method, spec.quantization.group_size) == ("int4", 128)
-    spec, _ = spec_from_config({**BASE, "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}, "x")
+    spec, _ = spec_from_config(
+        {**BASE, "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}, "x")
     assert (spec.quantization.method, spec.quantization.group_size) == ("fp8", 128)
 
 
@@ -131,7 +133,8 @@ def test_a_catalog_entry_with_no_caching_layer_is_refused(kvplan_home):
     # A user catalog spec (kvplan's own JSON) whose every layer caches nothing: an OverflowError before.
     from pathlib import Path
 
-    src = json.loads((Path(__file__).resolve().parents[1] / "kvplan" / "sources" / "model_specs" / "gpt2.json").read_text())
+    src = json.loads((Path(__file__).resolve().parents[1] / "kvplan" / "sources" / "model_specs" / "gpt2.json")
+                     .read_text())
     src.update(name="allnone", aliases=[], hf_repo=None, layers=[{"kind": "none", "count": 12}])
     (kvplan_home / "models").mkdir(parents=True)
     (kvplan_home / "models" / "allnone.json").write_text(json.dumps(src))

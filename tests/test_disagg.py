@@ -265,7 +265,8 @@ def test_llmd_values_are_yaml_with_each_pools_replicas_gpus_and_args():
         box = pool["containers"][0]
         assert box["modelCommand"] == "vllmServe"
         assert box["resources"]["limits"]["nvidia.com/gpu"] == str(tp)
-        assert box["args"][box["args"].index("--kv-transfer-config") + 1] == '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+        assert box["args"][box["args"].index("--kv-transfer-config") + 1] == \
+            '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
         assert box["args"][:2] == ["--tensor-parallel-size", str(tp)]
         assert sorted(box["args"][2:] + ["-tp", str(tp)]) == sorted(shlex.split(data[role]["command"])[3:])
     dynamo = runner.invoke(app, [*args[:-3], "--manifest"])  # --manifest alone: Dynamo's, as before
@@ -377,7 +378,8 @@ def test_cli_is_the_apis_path_with_speed_and_says_whose_coefficients():
     r = runner.invoke(app, [*base, "--engine", "sglang"])
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
-    assert "sglang coefficients" in data["step_time_model"] and "step times: calibrated (sglang coefficients" in r.stderr
+    assert ("sglang coefficients" in data["step_time_model"]
+            and "step times: calibrated (sglang coefficients" in r.stderr)
     assert data["timing_s"]["tpot"] == pytest.approx(kvplan.disagg("llama-3.1-8b", "h100", isl=4096, osl=512,
                                                                    engine="sglang").tpot_s)
     r = runner.invoke(app, [*base, "--speed", "roofline"])

@@ -37,7 +37,8 @@ def test_emit_vllm_fp8_cache():
 
 
 def test_emit_sglang():
-    d, argv = emitted("qwen3-32b", "--gpu", "h100", "--gpus", "2", "--ctx", "32k", "--engine", "sglang", "--emit", "sglang")
+    d, argv = emitted("qwen3-32b", "--gpu", "h100", "--gpus", "2", "--ctx", "32k", "--engine", "sglang",
+                      "--emit", "sglang")
     assert flag(argv, "--context-length") == "32768" and flag(argv, "--tp-size") == "2"
     assert float(flag(argv, "--mem-fraction-static")) == d["engine"]["settings"]["mem_fraction_static"]
 

@@ -116,7 +116,8 @@ def test_vllm_mla_page_and_head_replication():
 def test_vllm_fit_with_kv_cache_memory_matches_capacity():
     # Given vLLM's --kv-cache-memory budget, fit's tokens/concurrency are the engine's exactly.
     r = runner.invoke(app, ["fit", "llama-3.1-8b-instruct", "--gpu", "h100", "--ctx", "20000", "--engine", "vllm",
-                            "--engine-version", "0.6.6", "--gpus", "1", "--kv-cache-memory", str(1952 * 2 * MIB), "--json"])
+                            "--engine-version", "0.6.6", "--gpus", "1", "--kv-cache-memory", str(1952 * 2 * MIB),
+                            "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     # V0: 1952 blocks of 16 x 32 layers x 2 x 8 x 128 x 2 B = 2 MiB -> 31,232 tokens, 1.56x at 20,000.
@@ -183,7 +184,8 @@ def test_sglang_default_fraction_by_tp_size_dp_attention_and_release():
     assert sglang.default_fraction("0.5.2", 143771, 8) == 0.886
     assert sglang.default_fraction("0.5.2", 143771, 8, attn_dp=8) == 0.858
     # its chunk: 2,048 below 35 GiB, 8,192 below 160 (an L40S at 44 GiB among them: 4,096 from 0.5.3)
-    assert (default_chunked("0.5.2", 24.0), default_chunked("0.5.2", 44.0), default_chunked("0.5.3", 44.0)) == (2048, 8192, 4096)
+    assert (default_chunked("0.5.2", 24.0), default_chunked("0.5.2", 44.0), default_chunked("0.5.3", 44.0)) \
+        == (2048, 8192, 4096)
 
 
 def test_sglang_hybrid_swa_split():

@@ -65,7 +65,9 @@ def test_vllm_sees_one_attention_and_one_mamba_layer_per_decoder_layer(kvplan_ho
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg()))
-    r = CliRunner().invoke(app, ["fit", str(path), "--gpu", "h100", "--gpus", "1", "--ctx", "32k", "--engine", "vllm", "--json"])
+    r = CliRunner().invoke(app,
+                           ["fit", str(path), "--gpu", "h100", "--gpus", "1", "--ctx", "32k", "--engine", "vllm",
+                            "--json"])
     assert r.exit_code == 0, r.output
     figures = {f["label"]: f["value"] for f in json.loads(r.stdout)["engine"]["figures"]}
     # 44 FullAttentionSpec + 44 MambaSpec: group size 44, two groups. The attention block grows until its page

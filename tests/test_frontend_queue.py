@@ -203,7 +203,8 @@ def test_the_python_api_runs_the_same_front_end():
     run = kvplan.simulate("llama-3.1-8b", "h100", workload="chat", qps=2, duration=20)
     assert run.front_end["per_request_s"] == pytest.approx(VLLM_INGRESS)
     assert 0.9 * VLLM_INGRESS <= run.front_end["mean_wait_s"] < 2 * VLLM_INGRESS
-    assert kvplan.simulate("llama-3.1-8b", "h100", workload="chat", qps=2, duration=5, speed="roofline").front_end is None
+    assert kvplan.simulate("llama-3.1-8b", "h100", workload="chat", qps=2, duration=5,
+                           speed="roofline").front_end is None
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions", None])

@@ -248,7 +248,8 @@ def _bench_case(rng: random.Random) -> Case:
             flags += [opt, rng.choice(values)]
     if rng.random() < 0.3:
         flags.append("--json")
-    return Case(["check-bench", "{tmp}/case" + src.suffix, *flags], {"case" + src.suffix: mutated(src.read_text(), rng)})
+    return Case(["check-bench", "{tmp}/case" + src.suffix, *flags],
+                {"case" + src.suffix: mutated(src.read_text(), rng)})
 
 
 

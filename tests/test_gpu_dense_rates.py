@@ -117,7 +117,8 @@ def test_rtx_4090_fp8_is_the_fp32_accumulate_rate_fp8_gemms_run_at():
     g = find_gpu("rtx-4090")
     assert g.dense_flops["fp8"] == 330_300 * 10**9
     assert g.dense_flops["fp8"] == pytest.approx(128 * 2520e6 * 1024, rel=1e-3)
-    assert g.dense_flops["fp8"] == pytest.approx(2 * g.dense_flops["bf16"], rel=1e-3)  # 2 x 165.2 (the printed rounding)
+    # 2 x 165.2 (the printed rounding)
+    assert g.dense_flops["fp8"] == pytest.approx(2 * g.dense_flops["bf16"], rel=1e-3)
     assert gemm_rate(g, "fp8") == (330_300 * 10**9, "fp8")
     # no measured FP8 matmul on the profile: the datasheet's at the measured bf16 share (torch.mm 164.81 of 165.2)
     assert read_flops(g, "fp8") == pytest.approx(330_300e9 * 164.81 / 165.2)

@@ -56,7 +56,8 @@ CAPABILITY = {
 # Each architecture's capabilities (NVIDIA: the major.minor families; AMD: CDNA gfx908, CDNA2 gfx90a, CDNA3 gfx942,
 # CDNA4 gfx950).
 ARCHITECTURE = {"volta": {"7.0"}, "turing": {"7.5"}, "ampere": {"8.0", "8.6"}, "ada": {"8.9"}, "hopper": {"9.0"},
-                "blackwell": {"10.0", "10.3", "12.0", "12.1"}, "cdna": {"gfx908"}, "cdna2": {"gfx90a"}, "cdna3": {"gfx942"},
+                "blackwell": {"10.0", "10.3", "12.0", "12.1"}, "cdna": {"gfx908"}, "cdna2": {"gfx90a"},
+                "cdna3": {"gfx942"},
                 "cdna4": {"gfx950"}, "rdna3": {"gfx1100"}, "gaudi2": {None}, "gaudi3": {None}}
 # Parts with FP8 tensor math whose sources give a 16-bit rate but no FP8 one (their profiles say so).
 # MI300A: AMD's BF16/FP16/INT8 figures are cited, its FP8 one was not found (CDNA3 has FP8 math)

@@ -99,7 +99,8 @@ def test_rtx_4090_total_is_the_lowest_a_vllm_stack_reports():
     # the card reports to vLLM over-promises a 4090 (issue 22), so the profile keeps the lowest.
     gpu = load_gpus()["rtx-4090"]
     assert gpu.memory_usable_bytes == mib_down("23.52") == 24084 * MiB
-    assert Decimal("23.0775") <= Decimal("13.9476") + Decimal("0.25") + Decimal("0.19") + Decimal("8.69") < Decimal("23.085")
+    assert Decimal("23.0775") <= Decimal("13.9476") + Decimal("0.25") + Decimal("0.19") + Decimal("8.69") \
+        < Decimal("23.085")
     assert gpu.memory_usable_bytes < Decimal("23.075") / Decimal("0.98") * 1024 * MiB  # below the older driver's total
     assert gpu.memory_usable_bytes < mib_down("23.64")
     assert "182941" in gpu.memory_usable_source

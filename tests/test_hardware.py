@@ -214,7 +214,8 @@ def test_user_profile_with_facts(tmp_path):
              "fp8": True, "fp4": False, "device_name": "AMD Instinct MI300X",
              "interconnect": {"type": "xGMI", "kind": "xgmi", "domain": 8, "pcie_gen": 5, "pcie_lanes": 16}}
     gpu = load_gpus([write_profile(tmp_path, facts).parent])["my-gpu"]
-    assert (gpu.capability, gpu.memory_kind, gpu.interconnect_kind, gpu.interconnect_domain) == ((9, 4), "HBM3", "xgmi", 8)
+    assert (gpu.capability, gpu.memory_kind, gpu.interconnect_kind, gpu.interconnect_domain) \
+        == ((9, 4), "HBM3", "xgmi", 8)
     assert (gpu.pcie_gen, gpu.pcie_lanes, gpu.fp8, gpu.fp4) == (5, 16, True, False)
 
 

@@ -230,7 +230,8 @@ def test_simulate_and_disagg_say_the_dtypes(kvplan_home):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["sweep", "-m", "llama-3.1-8b", "-g", "h100,all", "-c", "8k"], "--gpu 'h100,all': 'all'"),  # was "unknown GPU 'all'"
+    (["sweep", "-m", "llama-3.1-8b", "-g", "h100,all", "-c", "8k"],
+     "--gpu 'h100,all': 'all'"),  # was "unknown GPU 'all'"
     (["sweep", "-m", "all,llama-3.1-8b", "-g", "h100", "-c", "8k"], "--models 'all,llama-3.1-8b': 'all'"),
 ])
 def test_all_inside_a_list_is_said_to_stand_alone(kvplan_home, args, needle):

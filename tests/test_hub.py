@@ -128,7 +128,8 @@ def build_repos(hub: FakeHub) -> None:
     hub.add("org/huge-prefix", FakeRepo.single({"config.json": cfg(),
                                                 "model.safetensors": with_length_prefix(good, 1 << 40)}))
     bad_offsets = {"w": {"dtype": "BF16", "shape": [4, 4], "data_offsets": [0, 16]}}  # needs 32 bytes
-    hub.add("org/bad-offsets", FakeRepo.single({"config.json": cfg(), "model.safetensors": with_header(bad_offsets, 16)}))
+    hub.add("org/bad-offsets",
+            FakeRepo.single({"config.json": cfg(), "model.safetensors": with_header(bad_offsets, 16)}))
     missing_shard = shard_files()
     del missing_shard["model-00002-of-00002.safetensors"]
     hub.add("org/missing-shard", FakeRepo.single({"config.json": cfg(), **missing_shard}))

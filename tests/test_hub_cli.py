@@ -71,13 +71,18 @@ def header_bytes(data: bytes) -> int:
 def hub(tmp_path, monkeypatch):
     server = FakeHub(max_hang_s=20.0)
     server.add("org/tiny", FakeRepo.single({"config.json": json.dumps(TINY).encode(), "model.safetensors": weights()}))
-    server.add("org/vlm", FakeRepo.single({"config.json": json.dumps(VLM).encode(), "model.safetensors": vlm_weights()}))
+    server.add("org/vlm",
+               FakeRepo.single({"config.json": json.dumps(VLM).encode(), "model.safetensors": vlm_weights()}))
     server.add("org/gated", FakeRepo.single({"config.json": json.dumps(TINY).encode()}, gated_token=TOKEN))
-    old, new = {"config.json": json.dumps({**TINY, "num_hidden_layers": 2}).encode()}, {"config.json": json.dumps(TINY).encode()}
+    old, new = ({"config.json": json.dumps({**TINY, "num_hidden_layers": 2}).encode()},
+                {"config.json": json.dumps(TINY).encode()})
     server.add("org/pinned", FakeRepo(commits={"a" * 40: old, "b" * 40: new}, refs={"main": "b" * 40}))
-    server.add("org/hostile-types", FakeRepo.single({"config.json": json.dumps({**TINY, "num_hidden_layers": "many"}).encode()}))
-    server.add("org/hostile-size", FakeRepo.single({"config.json": json.dumps({**TINY, "hidden_size": 10**12}).encode()}))
-    server.add("org/no-keys", FakeRepo.single({"config.json": json.dumps({"model_type": "llama", "vocab_size": 10}).encode()}))
+    server.add("org/hostile-types",
+               FakeRepo.single({"config.json": json.dumps({**TINY, "num_hidden_layers": "many"}).encode()}))
+    server.add("org/hostile-size",
+               FakeRepo.single({"config.json": json.dumps({**TINY, "hidden_size": 10**12}).encode()}))
+    server.add("org/no-keys",
+               FakeRepo.single({"config.json": json.dumps({"model_type": "llama", "vocab_size": 10}).encode()}))
     server.add("org/hang", FakeRepo.single({"config.json": json.dumps(TINY).encode()}, hang="all"))
     monkeypatch.setenv("KVPLAN_HOME", str(tmp_path / "kvplan_home"))
     with serving(server, monkeypatch, tmp_path / "hf_home"):

@@ -1,7 +1,7 @@
-"""A served burst's wait in the engine's front end (kvplan.speed.frontend: `ingress_queue`, `ingress_rate`; the `ingress`
-term of kvplan.speed.terms): N requests sent at once each cross the API server, a process apart from the engine's
-steps, before the engine sees them, so the burst's TTFT and E2E carry N x ingress and its run is N x ingress longer.
-Hand arithmetic on the load; the fit's rows stay linear in the coefficients; the corpus tells served runs from
+"""A served burst's wait in the engine's front end (kvplan.speed.frontend: `ingress_queue`, `ingress_rate`; the
+`ingress` term of kvplan.speed.terms): N requests sent at once each cross the API server, a process apart from the
+engine's steps, before the engine sees them, so the burst's TTFT and E2E carry N x ingress and its run is N x ingress
+longer. Hand arithmetic on the load; the fit's rows stay linear in the coefficients; the corpus tells served runs from
 in-process ones (an in-process harness has no front end)."""
 
 import math
@@ -112,7 +112,8 @@ def test_a_chat_request_vllm_renders_through_harmony_skips_the_front_ends_templa
     assert not native_chat("sglang", "harmony", "chat")
     burst = Load(220, 200, rate=float("inf"), num_prompts=1000, cap=256, endpoint="chat")
     assert ingress_queue(burst) == 1000.0
-    assert ingress_queue(replace(burst, templated=False)) == 0.0 and ingress_rate(replace(burst, templated=False)) == 0.0
+    assert (ingress_queue(replace(burst, templated=False)) == 0.0
+            and ingress_rate(replace(burst, templated=False)) == 0.0)
 
 
 def test_gpustacks_gpt_oss_pages_state_the_chat_endpoint_and_the_fit_reads_it(corpus):

@@ -225,7 +225,8 @@ def test_cheapest_workload_counts_never_simulated_are_not_failing(kvplan_home, m
     assert r.exit_code == 0, r.output
     failing = [line for line in r.stdout.splitlines() if "│" in line and not line.split("│")[0].strip().isdigit()]
     assert not any(line.startswith("h100") for line in failing)  # 1 H100 serves it: 2..64 were never failing
-    assert "Not simulated (fewer GPUs of the type already serve the workload): h100-sxm 2, 4, 8, 16, 32, 64 GPUs" in r.stdout
+    assert "Not simulated (fewer GPUs of the type already serve the workload): h100-sxm 2, 4, 8, 16, 32, 64 GPUs" \
+        in r.stdout
 
 
 # --- item 7: a KV budget larger than the GPU; --find-rate's headline next to the throughput ---------------
@@ -241,7 +242,8 @@ def test_kv_budget_past_the_gpu_holds_no_context(kvplan_home):
 
 def test_find_rate_says_offered_rate_and_drain(kvplan_home, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
-    r = runner.invoke(app, ["simulate", "llama-3.1-8b", "--gpu", "h100", "--find-rate", "--duration", "60"])  # 30: no steady state
+    # 30: no steady state
+    r = runner.invoke(app, ["simulate", "llama-3.1-8b", "--gpu", "h100", "--find-rate", "--duration", "60"])
     assert r.exit_code == 0, r.output
     assert "req/s offered (the throughput below counts completions over the whole run" in r.stderr
     throughput = next(line for line in r.stdout.splitlines() if line.startswith("throughput"))
@@ -272,7 +274,8 @@ def test_unknown_model_type_refused_without_importing_torch(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     code = ("import sys, json\nfrom kvplan.core.errors import KvplanError\nfrom kvplan.readers.configs import "
             f"spec_from_config\ntry:\n    spec_from_config(json.load(open({str(tmp_path / 'config.json')!r})), 'x')\n"
-            "except KvplanError as e:\n    print(e.message)\nprint('torch' in sys.modules, 'transformers' in sys.modules)")
+            "except KvplanError as e:\n    print(e.message)\n"
+            "print('torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     lines = out.stdout.splitlines()
     assert "has no class for it either" in lines[0], out.stdout + out.stderr
@@ -284,7 +287,8 @@ def test_derived_layout_is_said_and_quiet(tmp_path, kvplan_home):
     (tmp_path / "config.json").write_text((EXTRA / "MiniMaxAI__MiniMax-M2.7.json").read_text())  # minimax_m2
     r = runner.invoke(app, ["fit", str(tmp_path), "--gpu", "h100", "--ctx", "8k", "--gpus", "8", "--json"])
     assert r.exit_code in (0, 6), r.output
-    assert "derived from transformers' MiniMaxM2ForCausalLM built on the meta device (torch and transformers" in r.stderr
+    assert "derived from transformers' MiniMaxM2ForCausalLM built on the meta device (torch and transformers" \
+        in r.stderr
     assert "deprecated" not in r.stderr  # transformers' own chatter stays out
 
 
@@ -324,7 +328,8 @@ def test_sweep_rows_stream_to_files_as_the_lists_did(kvplan_home):
     assert json.loads(text) == {"n": len(rows), "plans": json.loads(json.dumps(rows))} and len(rows) == 8
     lines = [json.dumps(r, ensure_ascii=False) for r in rows]
     assert text.splitlines()[3:-2] == [line + "," for line in lines[:-1]] + lines[-1:]
-    assert json_document({}, []) == '{"plans": []\n}\n' and json.loads(json_document({"n": 0}, [])) == {"n": 0, "plans": []}
+    assert (json_document({}, []) == '{"plans": []\n}\n'
+            and json.loads(json_document({"n": 0}, [])) == {"n": 0, "plans": []})
     streamed, listed = io.StringIO(), io.StringIO()
     write_csv(iter(rows), streamed)
     write_csv(rows, listed)

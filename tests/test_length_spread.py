@@ -43,11 +43,13 @@ def test_a_running_request_holds_the_length_biased_mean():
     # 1,000 + 820 = 1,820 (not 1,500).
     cv2 = 410_000 / 500 ** 2 - 1
     assert length_biased(500, cv2) == pytest.approx(0.1 * 100 + 0.9 * 900)
-    assert resident_context("vllm", "0.19.0", 1000, 500, None, cv2) == pytest.approx(1000 + 0.9 * 900 / 2 + 0.1 * 100 / 2)
+    assert resident_context("vllm", "0.19.0", 1000, 500, None, cv2) \
+        == pytest.approx(1000 + 0.9 * 900 / 2 + 0.1 * 100 / 2)
     assert resident_context("trtllm", None, 1000, 500, None, cv2) == pytest.approx(1000 + 0.9 * 900 + 0.1 * 100)
     assert resident_context("trtllm", None, 1000, 500, "max_utilization", cv2) == pytest.approx(1410)
     # lengths all the same (None) or a drawn spread of 0: the mean's rules, unchanged
-    assert resident_context("vllm", "0.19.0", 1000, 500) == resident_context("vllm", "0.19.0", 1000, 500, None, 0.0) == 1250
+    assert resident_context("vllm", "0.19.0", 1000, 500) \
+        == resident_context("vllm", "0.19.0", 1000, 500, None, 0.0) == 1250
     # the context a decode step reads is the same length-biased mean's: 1,000 + 820 / 2
     assert decode_context(Load(1000, 500, drawn=True, out_cv2=cv2)) == pytest.approx(1410)
     assert decode_context(Load(1000, 500, out_cv2=cv2)) == 1250  # not drawn: every request the same lengths
@@ -109,7 +111,8 @@ def _steady_running(engine: str, lo: int, hi: int, n: int = 4000) -> float:
     rng = random.Random(0)
     base = sim_model(api.plan("llama-3.1-8b", "h100", context=4096), find_in_catalog("llama-3.1-8b"), find_gpu("h100"))
     model = replace(base, fixed_step_s=S, kv_budget_bytes=POOL * base.token_bytes())
-    cfg = EngineConfig(max_num_seqs=4096, max_num_batched_tokens=8192, prefix_caching=False, admission=admission(engine))
+    cfg = EngineConfig(max_num_seqs=4096, max_num_batched_tokens=8192, prefix_caching=False,
+                       admission=admission(engine))
     reqs = [SimRequest(i, 0.0, ISL, rng.randint(lo, hi)) for i in range(n)]
     rec = Engine(model, cfg).run(reqs, horizon=1.0)  # a sample every 1/600 s to start, thinned as the run goes on
     end = rec.series[-1][0]

@@ -86,6 +86,8 @@ def test_check_log_reads_the_backend_a_log_names():
     from kvplan.engines.logparse import parse_log
 
     corpus = Path(__file__).parent / "fixtures" / "logs" / "corpus"
-    assert parse_log((corpus / "vllm-33155-gpt-oss-120b-h100-v0141.log").read_text()).settings["mxfp4_backend"] == "triton"
-    assert parse_log((corpus / "vllm-23278-gpt-oss-120b-h100-marlin.log").read_text()).settings["mxfp4_backend"] == "marlin"
+    assert parse_log((corpus / "vllm-33155-gpt-oss-120b-h100-v0141.log").read_text()) \
+        .settings["mxfp4_backend"] == "triton"
+    assert parse_log((corpus / "vllm-23278-gpt-oss-120b-h100-marlin.log").read_text()) \
+        .settings["mxfp4_backend"] == "marlin"
     assert "mxfp4_backend" not in parse_log((corpus / "vllm-27508-gpt-oss-120b-h100-gmu095.log").read_text()).settings

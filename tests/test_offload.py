@@ -221,7 +221,8 @@ def test_fit_offload_refusals_and_warnings(tmp_path):
     assert r.exit_code == 2 and "CPU tier only" in r.output
     small = tmp_path / "vm.yaml"  # a one-GPU VM of 85 GiB: a 96 GiB tier does not fit in its DRAM less 10 GiB
     small.write_text("key: small-vm\nname: a small VM\ndram_bytes: 91268055040\ngpus: 1\n"
-                     "host_link: {type: PCIe Gen4 x16, per_gpu_bytes_per_s: 32000000000}\nsource: test\nconfidence: low\n")
+                     "host_link: {type: PCIe Gen4 x16, per_gpu_bytes_per_s: 32000000000}\n"
+                     "source: test\nconfidence: low\n")
     r = runner.invoke(app, ["fit", "llama-3.1-8b", "--gpu", "a100-40", "--ctx", "8k", "--engine", "sglang",
                             "--offload", "cpu:96GiB", "--host", str(small)])
     assert r.exit_code == 0 and "more than small-vm's DRAM less its reserve" in r.output

@@ -135,7 +135,8 @@ def test_sglang_pr8102_refusal_is_the_reserve_rule():
     assert plan.kv_cache_tokens < 305_175
     op = offload_pools(engine, plan, spec, parse_offload("cpu:40GB"), host=_host(int(free * 1e9)))
     (tier,) = op.tiers
-    assert f"{tier.bytes_total / 1e9:.2f}" == log.reported["hicache_requested_gb"].text  # int(40e9 // 131,072) x 131,072
+    # int(40e9 // 131,072) x 131,072
+    assert f"{tier.bytes_total / 1e9:.2f}" == log.reported["hicache_requested_gb"].text
     assert any("SGLang refuses to start" in w.message for w in op.warnings)
     op = offload_pools(engine, plan, spec, parse_offload("cpu:40GB"), host=_host(51 * 10**9))
     assert not any("refuses" in w.message for w in op.warnings)

@@ -92,7 +92,8 @@ def test_max_context_is_the_longest_that_fits():
     p8 = plan(spec, BigGPU(), Deployment(), Request(context=4096, batch=2, kv_dtype=FP8, kv_cache_memory_bytes=budget))
     assert p8.max_context == 32_768
     # On 80 GiB the weights and that budget cannot start: no context at all (issue 25 item 7), not 16,384
-    small = plan(spec, FakeGPU(), Deployment(), Request(context=4096, batch=2, kv_dtype=BF16, kv_cache_memory_bytes=budget))
+    small = plan(spec, FakeGPU(), Deployment(),
+                 Request(context=4096, batch=2, kv_dtype=BF16, kv_cache_memory_bytes=budget))
     assert (small.fits, small.max_concurrency, small.max_context) == (False, 0, 0)
 
 

@@ -1,8 +1,8 @@
-"""The analytic load model's Poisson wait (kvplan.speed.queueing.arrival_wait at Poisson arrivals, M/D/1) against simulate's event
-simulator (kvplan.simulator.engine), which runs Poisson arrivals step by step: prompts of one full prefill
-chunk each (8,192 tokens, max_num_batched_tokens 8,192) and one output token, so every request's prefill
-is one step of S seconds served in turn. The wait Poisson arrivals add is the mean TTFT under Poisson
-arrivals less the mean TTFT under evenly spaced ones at the same rate (which never queue below rho 1)."""
+"""The analytic load model's Poisson wait (kvplan.speed.queueing.arrival_wait at Poisson arrivals, M/D/1) against
+simulate's event simulator (kvplan.simulator.engine), which runs Poisson arrivals step by step: prompts of one full
+prefill chunk each (8,192 tokens, max_num_batched_tokens 8,192) and one output token, so every request's prefill is one
+step of S seconds served in turn. The wait Poisson arrivals add is the mean TTFT under Poisson arrivals less the mean
+TTFT under evenly spaced ones at the same rate (which never queue below rho 1)."""
 
 import random
 
@@ -22,7 +22,8 @@ def _mean_ttft(model, cfg, requests) -> float:
 
 
 def test_simulated_poisson_wait_matches_md1():
-    model = sim_model(api.plan("llama-3.1-8b", "h100", context=ISL + 64), find_in_catalog("llama-3.1-8b"), find_gpu("h100"))
+    model = sim_model(api.plan("llama-3.1-8b", "h100", context=ISL + 64), find_in_catalog("llama-3.1-8b"),
+                      find_gpu("h100"))
     cfg = EngineConfig(max_num_seqs=256, max_num_batched_tokens=ISL, prefix_caching=False)
     s = _mean_ttft(model, cfg, [SimRequest(0, 0.0, ISL, 1)])  # one request alone: its prefill step
     for rho, tol in ((0.3, 0.05), (0.5, 0.05), (0.7, 0.1)):

@@ -133,7 +133,8 @@ def test_weight_dtype_of_the_checkpoints_own_method_keeps_its_group_and_another_
     # checkpoint's own format (group 32 and its exact bytes); another is planned as asked, with a warning.
     spec = _spec({"quant_method": "gptq", "bits": 4, "group_size": 32})
     gpu, dep = find_gpu("h100-sxm"), Deployment()
-    plans = {w: resolve_engine().plan(spec, gpu, dep, Request(context=1024, weight_dtype=w)) for w in (None, "int4", "fp8")}
+    plans = {w: resolve_engine().plan(spec, gpu, dep, Request(context=1024, weight_dtype=w))
+             for w in (None, "int4", "fp8")}
     assert plans["int4"].weight_bytes == plans[None].weight_bytes == 42_624 + 4_096 + PLAIN_16
     assert not plans["int4"].warnings
     # fp8: 73,728 B of linear weights + 26,240 B in bf16 = 99,968 B
@@ -323,7 +324,8 @@ def test_sweep_and_cheapest_say_the_int4_group_they_assume(kvplan_home, tmp_path
                                  "auto,int4", "--ctx", "2k", "--gpu-counts", "1"])
     assert r.exit_code == 0, r.output
     [line] = [x for x in r.stderr.splitlines() if "128 is assumed" in x]
-    assert line.startswith("note: weights int4 for llama-3.1-8b: the checkpoint states no int4 group, so 128 is assumed")
+    assert line.startswith("note: weights int4 for llama-3.1-8b: the checkpoint states no int4 group, "
+                           "so 128 is assumed")
     r = CliRunner().invoke(app, ["cheapest", folder, "--gpu", "h100", "--weight-dtype", "int4", "--ctx", "2k",
                                  "--concurrency", "1"])
     assert r.exit_code == 0, r.output

@@ -1,6 +1,7 @@
 """The published data-parallel + expert-parallel recipe for Qwen3-Coder-480B-A35B on 8 GPUs, planned.
 
-Recipe: vLLM recipes, "Qwen3-Coder Usage Guide" (docs.vllm.ai/projects/recipes/en/latest/Qwen/Qwen3-Coder-480B-A35B.html,
+Recipe: vLLM recipes, "Qwen3-Coder Usage Guide"
+(docs.vllm.ai/projects/recipes/en/latest/Qwen/Qwen3-Coder-480B-A35B.html,
 vllm-project/recipes `Qwen/Qwen3-Coder-480B-A35B.md`), "Serving on 8xH200 (or H20) GPUs (141GB x 8)", FP8 model:
 `vllm serve Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8 --max-model-len 131072 --enable-expert-parallel
 --data-parallel-size 8`: tp 1 on each of 8 data-parallel ranks, the 160 experts split 20 per rank.

@@ -4,8 +4,10 @@ every ```python block runs too, and prints the figures the README's comments wor
 Commands are read from the README's unlabelled ``` blocks and its 4-space indented blocks (a line
 ending in `\\` continues). Each runs in-process (CliRunner) in a scratch folder holding the files
 the README names: `prices.yaml` is the README's own ```yaml block, `vllm-startup.log` a real vLLM
-log from tests/fixtures, `trtllm-startup.log` TensorRT-LLM#6294's (tests/fixtures/logs/corpus), `bench-result.json` a published vLLM benchmark result from tests/fixtures/bench, `requests.jsonl` the sample trace in docs/examples, `./my-finetune/` a
-Llama config, `Llama-3.1-8B-Instruct-Q4_K_M.gguf` a GGUF header of that model (conftest.llama_31_8b_gguf), and the Hub repo is served by
+log from tests/fixtures, `trtllm-startup.log` TensorRT-LLM#6294's (tests/fixtures/logs/corpus),
+`bench-result.json` a published vLLM benchmark result from tests/fixtures/bench, `requests.jsonl` the
+sample trace in docs/examples, `./my-finetune/` a Llama config, `Llama-3.1-8B-Instruct-Q4_K_M.gguf` a
+GGUF header of that model (conftest.llama_31_8b_gguf), and the Hub repo is served by
 tests/hub_server.py. `--device cuda` runs need CUDA and skip without it, saying so. Lines that are
 not kvplan commands (pip, scripts, pytest) are listed in NOT_KVPLAN, so a new one cannot go unrun.
 """
@@ -35,7 +37,8 @@ NOT_KVPLAN = {  # installation and test commands: .ci/run itself runs the first 
     "python -m pytest -q tests/test_validate.py -k cuda",
 }
 # exit codes the README documents for these commands: cheapest exits 6 when nothing meets the target
-EXPECTED_EXIT = {"cheapest llama-3.1-70b --ctx 128k --concurrency 32 --prices prices.yaml --min-tokens-per-second 20": (0, 6),
+EXPECTED_EXIT = {"cheapest llama-3.1-70b --ctx 128k --concurrency 32 --prices prices.yaml "
+                 "--min-tokens-per-second 20": (0, 6),
                  "cheapest llama-3.1-70b --ctx 128k --concurrency 32 --prices prices.yaml": (0, 6),
                  # disagg refuses the prefill pool of ai-dynamo/dynamo#10104 (exit 6), as the README says
                  "disagg llama-3.1-70b-instruct --gpu h100 --weight-dtype fp8 --isl 4k --osl 512 --prefill-tp 1 "
@@ -90,11 +93,13 @@ def scratch(tmp_path, monkeypatch):
     (tmp_path / "my-finetune" / "config.json").write_text(json.dumps(LLAMA_31_8B))
     prices = re.search(r"```yaml\n(.*?)```", README, re.S).group(1)
     (tmp_path / "prices.yaml").write_text(prices)
-    shutil.copy(REPO / "tests" / "fixtures" / "logs" / "vllm_v0_llama31_8b_rtx3090_20k.log", tmp_path / "vllm-startup.log")
+    shutil.copy(REPO / "tests" / "fixtures" / "logs" / "vllm_v0_llama31_8b_rtx3090_20k.log",
+                tmp_path / "vllm-startup.log")
     shutil.copy(REPO / "tests" / "fixtures" / "logs" / "corpus" / "trtllm-6294-llama31-8b-fp8-h100.log",
                 tmp_path / "trtllm-startup.log")
     shutil.copy(REPO / "docs" / "examples" / "requests.jsonl", tmp_path / "requests.jsonl")
-    shutil.copy(REPO / "tests" / "fixtures" / "bench" / "vllm-l40s-llama32-3b-10qps.json", tmp_path / "bench-result.json")
+    shutil.copy(REPO / "tests" / "fixtures" / "bench" / "vllm-l40s-llama32-3b-10qps.json",
+                tmp_path / "bench-result.json")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("KVPLAN_HOME", str(tmp_path / "kvplan-home"))
     server = FakeHub(max_hang_s=10.0)
@@ -127,7 +132,8 @@ def test_readme_deepseek_layout_figures_are_what_its_commands_print():
 
     flat = " ".join(README.split())
     m = re.search(r"DeepSeek-V3 on 8 × H200 at 32k holds (\d+) requests at tp 8, (\d+) at dp 8 \+ ep 8 and (\d+) at "
-                  r"tp 8 \+ dcp 8 with kvplan's own rules.*?`--emit vllm` implies `--engine vllm`\): (\d+) at dp 8", flat)
+                  r"tp 8 \+ dcp 8 with kvplan's own rules.*?`--emit vllm` implies `--engine vllm`\): (\d+) at dp 8",
+                  flat)
     assert m, "the README's DeepSeek-V3 layout sentence moved"
     runs = [(["--tp", "8"], m[1]), (["--dp", "8", "--ep", "8"], m[2]), (["--tp", "8", "--dcp", "8"], m[3]),
             (["--dp", "8", "--ep", "8", "--emit", "vllm"], m[4])]
@@ -153,7 +159,8 @@ def test_readme_python_blocks_run_and_print_the_hand_arithmetic(capsys, monkeypa
     assert lines[0] == str(32 * 2 * 8 * 128 * 2) == "131072"
     assert lines[1] == str(131_072 * 32 * 1024) == "4294967296"  # a 32k sequence: 2,048 whole 16-token pages
     plan = spaces[0]["plan"]
-    assert lines[2] == f"{plan.kv_memory_bytes_per_gpu // plan.kv_bytes_per_sequence_per_gpu} {plan.max_concurrency >= 8}"
+    assert lines[2] == \
+        f"{plan.kv_memory_bytes_per_gpu // plan.kv_bytes_per_sequence_per_gpu} {plan.max_concurrency >= 8}"
     assert lines[-1] == "context 12q 2 context '12q' is not a token count (try 32768, 32k, 128K or 1M)"
     # kvplan.disagg: Llama-3.1-70B's 8,192-token prompt, 80 x 2 x 8 x 128 x 2 B x 8,192; decode tp 8 holds 1 of 8 heads
     assert lines[-2] == f"{80 * 2 * 8 * 128 * 2 * 8192} {80 * 2 * 1 * 128 * 2 * 8192}" == "2684354560 335544320"
@@ -174,7 +181,8 @@ def test_speed_docs_exist_hold_no_commands_and_their_citations_resolve():
     assert all((REPO / link).is_file() for link in re.findall(r"\]\((docs/[^)#\s]+)", README))
     texts = {doc: re.sub(r"\s+", " ", (REPO / doc).read_text()) for doc in SPEED_DOCS}
     speed_fixtures = REPO / "tests" / "fixtures" / "speed"
-    citing = [REPO / "README.md", REPO / "ARCHITECTURE.md", *(REPO / "docs").glob("*.md"), *(REPO / "kvplan").rglob("*.py"),
+    citing = [REPO / "README.md", REPO / "ARCHITECTURE.md", *(REPO / "docs").glob("*.md"),
+              *(REPO / "kvplan").rglob("*.py"),
               *speed_fixtures.glob("*.y*ml"), speed_fixtures / "README.md"]
     cites = [(path.name, doc, name) for path in citing
              for doc, _, name in CITED.findall(re.sub(r"\n\s*#\s*", " ", path.read_text()))]

@@ -202,7 +202,8 @@ def test_csv_read_back_equals_json(tmp_path, kvplan_home):
     # = 5,368,709,120 B = 5 GiB per GPU; 8 ranks x that = 42,949,672,960 B in all
     row = next(c for c in table if c["model"] == "llama-3.1-70b" and c["gpus"] == "8" and c["context"] == "131072"
                and c["kv_dtype"] == "bf16" and c["gpu"] == "h100-sxm")
-    assert int(row["kv_bytes_per_sequence_per_gpu"]) == 5_368_709_120 and float(row["kv_gib_per_sequence_per_gpu"]) == 5.0
+    assert (int(row["kv_bytes_per_sequence_per_gpu"]) == 5_368_709_120
+            and float(row["kv_gib_per_sequence_per_gpu"]) == 5.0)
     assert int(row["kv_bytes_per_sequence"]) == 42_949_672_960
     assert int(row["max_concurrency"]) == int(row["kv_memory_bytes_per_gpu"]) // 5_368_709_120
     # prices: 2.5 per GPU-hour x 8 GPUs = 20.0 per hour; per concurrent user = 20 / max concurrency
@@ -282,7 +283,7 @@ def test_atomic_write_leaves_nothing_half_written(tmp_path):
 
 @pytest.mark.parametrize("exc, code", [(RuntimeError("disk on fire"), 1), (KeyboardInterrupt(), 130)])
 def test_cli_write_failure_leaves_no_file(tmp_path, monkeypatch, kvplan_home, exc, code):
-    import kvplan.cli.sweep
+    import kvplan.cli.sweep_output
     import kvplan.report.export
 
     real = kvplan.report.export.write_csv
@@ -291,7 +292,7 @@ def test_cli_write_failure_leaves_no_file(tmp_path, monkeypatch, kvplan_home, ex
         real([next(iter(rows))], stream)  # some rows reach the temp file (rows stream now), then the serialiser dies
         raise exc
 
-    monkeypatch.setattr(kvplan.cli.sweep, "write_csv", half)  # where `sweep -o` calls it
+    monkeypatch.setattr(kvplan.cli.sweep_output, "write_csv", half)  # where `sweep -o` calls it
     r = run("sweep", "--models", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k,32k", "-o", tmp_path / "p.csv")
     assert r.exit_code == code and r.stderr.splitlines()[-1].startswith("Error: ")
     assert os.listdir(tmp_path) == ["kvplan-home"] or os.listdir(tmp_path) == []
@@ -337,7 +338,8 @@ def test_gpu_profile_with_a_key_twice_is_one_line_error(tmp_path):
     with pytest.raises(KvplanError) as err:
         load_gpus([tmp_path])
     assert err.value.exit_code == 2 and "\n" not in err.value.message
-    assert err.value.message.startswith(f"hw profile {tmp_path / 'dup.yaml'}: key 'bandwidth_bytes_per_s' is given twice")
+    assert err.value.message.startswith(f"hw profile {tmp_path / 'dup.yaml'}: "
+                                        "key 'bandwidth_bytes_per_s' is given twice")
 
 
 def test_prices_resolve_aliases_and_profiles(tmp_path):
@@ -489,7 +491,8 @@ def test_html_via_cli(tmp_path, kvplan_home):
             "-o", out, "--title", "Q3 <purchase>")
     assert r.exit_code == 0, r.output
     page = out.read_text()
-    assert "<title>Q3 &lt;purchase&gt;</title>" in page and 'id="chart-memory-0"' in page and "<table id=\"plans\">" in page
+    assert ("<title>Q3 &lt;purchase&gt;</title>" in page and 'id="chart-memory-0"' in page
+            and "<table id=\"plans\">" in page)
     # one set of charts per model (two models here), a headline per model x context, filters for both
     assert 'id="chart-concurrency-1"' in page and 'id="chart-concurrency-2"' not in page
     assert page.count('<tr data-model="qwen3-8b" data-ctx="32768">') >= 2  # its headline and its plans

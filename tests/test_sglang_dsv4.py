@@ -64,6 +64,7 @@ def test_the_speed_fit_prices_a_cookbook_cell_at_sglangs_limit():
     h200, _ = case_of({**base, "gpu": "h200-sxm", "gpus": 4, "tp": 4, "flags": {"tp": 4}}, "test", "")
     r = running(h200, v4, find_gpu("h200-sxm"))
     assert (r.cap, r.chunk) == (256, 8192)
-    old, _ = case_of({**base, "version": "0.5.14", "gpu": "h200-sxm", "gpus": 4, "tp": 4, "flags": {"tp": 4}}, "test", "")
+    old, _ = case_of({**base, "version": "0.5.14", "gpu": "h200-sxm", "gpus": 4, "tp": 4, "flags": {"tp": 4}}, "test",
+                     "")
     r = running(old, v4, find_gpu("h200-sxm"))  # a release not read: the plain estimate stays (no cap, no chunk),
     assert (r.cap, r.chunk) == (None, None) and r.joins_late  # with SGLang's scheduler rule (kvplan.engines.joining)

@@ -156,7 +156,8 @@ def test_fbgemm_without_its_keys_is_refused(qc, why):
     with pytest.raises(KvplanError, match=why):
         _q({"quant_method": "fbgemm_fp8", **qc})
     # `modules_to_not_convert: null` is there (get_from_keys returns it; the config keeps an empty list): planned
-    assert _q({"quant_method": "fbgemm_fp8", "modules_to_not_convert": None, "activation_scale_ub": 1200}).quantization \
+    assert _q({"quant_method": "fbgemm_fp8", "modules_to_not_convert": None,
+               "activation_scale_ub": 1200}).quantization \
         .method == "fp8"
 
 

@@ -75,7 +75,8 @@ def test_kvcached_198_gpt_oss_on_blackwell_within_three_percent():
     # ovg-project/kvcached#198: "Load weight end. type=GptOssForCausalLM ... mem usage=14.53 GB" (GB = GiB), a
     # ~178 GiB GPU (B200). The checkpoint alone is 11.8 % low; with the flashinfer layout 2.5 % low (the rest,
     # 0.37 GiB, is not in SGLang's source: allocator segments left from the per-expert shuffles, unpriced).
-    rec = next(r for r in yaml.safe_load((CORPUS / "index.yaml").read_text()) if r["id"] == "sglang-kvcached-198-gpt-oss-20b")
+    rec = next(r for r in yaml.safe_load((CORPUS / "index.yaml").read_text())
+               if r["id"] == "sglang-kvcached-198-gpt-oss-20b")
     printed = float(rec["figures"]["weights_mem_usage_gb"]) * GIB
     res = resolve_engine("sglang", "0.5.3").result(GPT_OSS_20B, find_gpu(rec["gpu_inferred"]), Deployment(1, 1),
                                                    Request(context=4096))

@@ -132,6 +132,7 @@ def test_the_flat_factors_before_the_tower_formula():
     # (L349: adjust_mem_fraction_for_vlm). Mistral Small 3.1's Pixtral tower (24 x 1024, ViT-L): 0.95 by formula
     pixtral = resolve_model(str(MISTRAL3)).spec
     assert [vlm_factor(pixtral, v) for v in ("0.4.3", "0.4.4.post3", "0.4.4.post4", "0.4.8", "0.4.9",
-                                             "0.4.9.post2", "0.4.9.post3")] == [0.95, 0.95, 0.90, 0.90, 0.90, 0.90, 0.95]
+                                             "0.4.9.post2", "0.4.9.post3")] == [0.95, 0.95, 0.90, 0.90, 0.90, 0.90,
+                                                                                0.95]
     # 0.4.9 on an H100 (81,559 MiB: 9.5 + 1/2 GiB reserved = 10,240 MiB) -> round(71,319 / 81,559, 3) = 0.874; x 0.90
     assert _result(pixtral, version="0.4.9").settings["mem_fraction_static"] == pytest.approx(0.874 * 0.90)

@@ -14,7 +14,8 @@ from kvplan.simulator.workload import WORKLOADS, LogNormal, SimRequest, Workload
 def _model(budget=8 * 2**30, groups=(Group(160 * 1024),), state=0, block=16, max_len=65536, fixed=None):
     return SimModel("t", kv_budget_bytes=budget, block_size=block, groups=groups, state_bytes=state,
                     max_model_len=max_len,
-                    stages=(StageCost(dense_read_bytes=16 * 10**9, kv_bytes_per_token=sum(g.bytes_per_token for g in groups),
+                    stages=(StageCost(dense_read_bytes=16 * 10**9,
+                                      kv_bytes_per_token=sum(g.bytes_per_token for g in groups),
                                       flops_per_token=2 * 8e9, attn_flops_per_pair=4 * 32 * 128),),
                     bandwidth_bytes_per_s=3.35e12, flops_per_s=989e12, fixed_step_s=fixed)
 

@@ -148,7 +148,8 @@ def test_check_bench_simulates_the_policy_the_report_states(tmp_path):
         r = runner.invoke(app, ["check-bench", str(f), "--gpu", "h100", "--json"])
         assert r.exit_code == 0, r.output
         said[printed] = next(line for line in json.loads(r.stdout)["runs"][0]["assumed"] if "admission" in line)
-    assert "GUARANTEED_NO_EVICT" in said["Guaranteed No Evict"] and "nothing is preempted" in said["Guaranteed No Evict"]
+    assert ("GUARANTEED_NO_EVICT" in said["Guaranteed No Evict"]
+            and "nothing is preempted" in said["Guaranteed No Evict"])
     assert "MAX_UTILIZATION" in said["Max Utilization"] and "paused" in said["Max Utilization"]
 
 

@@ -37,7 +37,8 @@ def test_reservation_to_token_states_ratio_matches_fig2(policy, ours):
     # Slots reserved for tokens still to come, per slot written: a property of the length
     # distribution (paper: 17.9 / 26.8 = 0.67 and 25.2 / 38.2 = 0.66).
     use, paper = ours[policy]["kv"]["memory_use_pct"], PAPER_FIG2[policy]
-    assert use["reservation"] / use["token_states"] == pytest.approx(paper["reservation"] / paper["token_states"], abs=0.05)
+    assert use["reservation"] / use["token_states"] == pytest.approx(paper["reservation"] / paper["token_states"],
+                                                                     abs=0.05)
 
 
 def test_pow2_internal_fragmentation_ratio(ours):

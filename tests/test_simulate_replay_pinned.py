@@ -3,10 +3,11 @@
 `tests/fixtures/simulate/replay_pinned.json` holds what the engine gave before the prefix cache and its tiers
 were reworked for speed: written by the simulator of 8a162a2 on the tree it sits in, by running this file as
 a script with `--write` (only when a change is meant to move results; re-written once since to add the summary's
-`latency_s.itl`, the pooled gap between tokens: 21 lines added, no pinned figure moved). Every step takes a fixed 25 ms, so
-that re-fitted step-time coefficients do not move the pins. The replays: the first 3,000 requests of
-Mooncake's FAST'25 conversation trace (as benchmarks/simulate_bench.py replays the whole trace, arrivals
-compressed) on a 16 GiB pool, without tiers and with a CPU and a disk tier small enough that segments fall
+`latency_s.itl`, the pooled gap between tokens: 21 lines added, no pinned figure moved; and once to add the
+summary's `load`, the verdict `simulate` prints on its load line: 15 lines added, no pinned figure moved). Every
+step takes a fixed 25 ms, so that re-fitted step-time coefficients do not move the pins. The replays: the first
+3,000 requests of Mooncake's FAST'25 conversation trace (as benchmarks/simulate_bench.py replays the whole trace,
+arrivals compressed) on a 16 GiB pool, without tiers and with a CPU and a disk tier small enough that segments fall
 through both and come back from each; and the built-in chat workload (shared system prompts of uneven
 lengths) on a small pool and tiers. Pinned: the whole summary, every request's records, the time series,
 the tiers' contents in LRU order and where each key sits; every figure compares exactly.

@@ -20,7 +20,8 @@ from kvplan.speed import model as speed
 from kvplan.speed.corpus import in_training, read_corpus
 from kvplan.speed.nnls import nnls
 from kvplan.speed.shape import model_terms
-from kvplan.speed.terms import TERMS, Shape, experts_touched, features, gemm_rate, link, ring_allreduce_seconds, roofline
+from kvplan.speed.terms import (TERMS, Shape, experts_touched, features, gemm_rate, link, ring_allreduce_seconds,
+                                roofline)
 from conftest import load_script
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
@@ -223,7 +224,8 @@ def test_refitting_the_training_split_reproduces_the_shipped_coefficients():
     fresh = fit_all(CORPUS)
     assert fresh["split"] == shipped["split"]
     assert fresh["corpus"]["train_sources"] == shipped["corpus"]["train_sources"]
-    assert set(fresh["engines"]) == set(shipped["engines"]) == {"vllm", "vllm-inprocess", "sglang", "sglang<0.5.14", "trtllm", "trtllm-engine", "trtllm<1.0", "llama.cpp"}
+    assert set(fresh["engines"]) == set(shipped["engines"]) == {"vllm", "vllm-inprocess", "sglang", "sglang<0.5.14",
+                                                                "trtllm", "trtllm-engine", "trtllm<1.0", "llama.cpp"}
     for engine, entry in shipped["engines"].items():
         for term, value in entry["coefficients"].items():
             assert math.isclose(fresh["engines"][engine]["coefficients"][term], value, rel_tol=1e-6, abs_tol=1e-12), \
@@ -279,7 +281,8 @@ def test_a_setting_outside_the_corpus_says_so():
     assert "h100-sxm" in cov["gpus"] and "a10" not in cov["gpus"]
     assert outside("vllm", "h100-sxm", "llama") == []
     assert outside("vllm", "a10", "llama") == ["GPU a10 is not among the speed corpus's training sources"]
-    assert "not among the speed corpus's training sources: vllm's coefficients" in outside("hf_transformers", "h100-sxm", "llama")[0]
+    assert "not among the speed corpus's training sources: vllm's coefficients" \
+        in outside("hf_transformers", "h100-sxm", "llama")[0]
     # llama.cpp's training points are llama-bench's (pp / tg of one sequence): a served batch is extrapolated
     assert not speed.shipped()["engines"]["llama.cpp"]["served"] and speed.shipped()["engines"]["vllm"]["served"]
     assert any("llama-bench runs only" in w for w in outside("llama.cpp", "h100-sxm", "llama"))
@@ -292,13 +295,15 @@ def test_simulate_speed_flag(kvplan_home):
 
     from kvplan.cli.main import app_for
 
-    args = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--workload", "chat", "--qps", "4", "--duration", "20", "--json"]
+    args = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--workload", "chat", "--qps", "4", "--duration", "20",
+            "--json"]
     runner = CliRunner()
     cal = runner.invoke(app_for("simulate"), args)
     roof = runner.invoke(app_for("simulate"), [*args, "--speed", "roofline"])
     assert cal.exit_code == 0 and roof.exit_code == 0, (cal.output, roof.output)
     c, r = json.loads(cal.stdout), json.loads(roof.stdout)
-    assert c["meta"]["step_time"].startswith("calibrated (vllm") and r["meta"]["step_time"] == "roofline (a lower bound)"
+    assert (c["meta"]["step_time"].startswith("calibrated (vllm")
+            and r["meta"]["step_time"] == "roofline (a lower bound)")
     assert c["meta"]["step_time_band"]["tpot"]["n"] > 0 and r["meta"]["step_time_band"] is None
     assert "calibrated (vllm" in c["meta"]["step_time_note"] and "roofline" in r["meta"]["step_time_note"]
     tpot = lambda d: d["runs"]["paged"]["summary"]["latency_s"]["tpot"]["p50"]  # noqa: E731

@@ -1,11 +1,11 @@
 """DeepSeek Sparse Attention in the step terms: each query attends to at most index_topk cached tokens.
 
-DeepSeek-V3.2's config (deepseek-ai/DeepSeek-V3.2 config.json, as bundled): 61 layers, kv_lora_rank 512, qk_rope_head_dim
-64, 128 heads, index_head_dim 128, index_n_heads 64, index_topk 2048. DeepSeek's V3.2 report: the indexer scores every
-preceding token and the main attention runs over the top-k 2,048 it selects. Under an fp8 cache vLLM's fp8_ds_mla latent
-is 512 fp8 values + 4 fp32 scales + 64 bf16 rope values = 656 B and the indexer key 128 fp8 + one fp32 scale = 132 B
-(kvplan.model.layers.IndexedMLA cites the source). At tp 8 each rank holds 128 / 8 = 16 heads; the indexer's heads are
-replicated on every rank.
+DeepSeek-V3.2's config (deepseek-ai/DeepSeek-V3.2 config.json, as bundled): 61 layers, kv_lora_rank 512,
+qk_rope_head_dim 64, 128 heads, index_head_dim 128, index_n_heads 64, index_topk 2048. DeepSeek's V3.2 report: the
+indexer scores every preceding token and the main attention runs over the top-k 2,048 it selects. Under an fp8 cache
+vLLM's fp8_ds_mla latent is 512 fp8 values + 4 fp32 scales + 64 bf16 rope values = 656 B and the indexer key 128 fp8 +
+one fp32 scale = 132 B (kvplan.model.layers.IndexedMLA cites the source). At tp 8 each rank holds 128 / 8 = 16 heads;
+the indexer's heads are replicated on every rank.
 """
 
 import pytest

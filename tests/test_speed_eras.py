@@ -178,7 +178,8 @@ def test_a_release_before_the_corpus_says_so():
     # release that trains (lmsys-blog-2025-08-27-gpt-oss's 0.5.1 before that source)
     assert oldest == "0.4.2"
     assert outside("sglang<0.5.14", "h100-sxm", "llama", "0.4.0") == [
-        "sglang 0.4.0 is older than the oldest release in the speed corpus (0.4.2): sglang<0.5.14's coefficients, extrapolated"]
+        "sglang 0.4.0 is older than the oldest release in the speed corpus (0.4.2): sglang<0.5.14's coefficients, "
+        "extrapolated"]
     assert outside("sglang", "h100-sxm", "llama", "0.5.14") == []
 
 

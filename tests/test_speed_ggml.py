@@ -83,7 +83,8 @@ def test_a_rate_the_profile_lacks_is_named_not_priced_at_zero():
     assert s.rate_missing == "int8"
     assert prefill_unrated(s, Load(512, 0, bench="pp", ubatch=512))  # the corpus skips such a pp point
     assert not prefill_unrated(s, Load(0, 128, bench="tg"))  # decode runs the vector kernels
-    assert not prefill_unrated(shape_for(SPEC, RTX4090, weight_dtype="q4_k", engine="llama.cpp"), Load(512, 0, bench="pp"))
+    assert not prefill_unrated(shape_for(SPEC, RTX4090, weight_dtype="q4_k", engine="llama.cpp"),
+                               Load(512, 0, bench="pp"))
 
 
 def test_step_model_and_roofline_read_the_paths_as_features_does():

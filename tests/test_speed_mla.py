@@ -1,4 +1,5 @@
-"""MLA's prefill attention at the decompressed width, its decode at the absorbed one (kvplan.speed.shape.attention_flops).
+"""MLA's prefill attention at the decompressed width, its decode at the absorbed one
+(kvplan.speed.shape.attention_flops).
 
 The engines run MLA two ways (vllm-project/vllm@00a817ad:vllm/v1/attention/backends/mla/common.py, module docstring):
 decode "data-movement friendly", MQA over the cached latent with the queries absorbed through W_UK, QK head dim
@@ -48,7 +49,8 @@ def test_the_catalog_reads_the_decompressed_widths_from_each_config():
         layer = next(x for x in find_in_catalog(name).layers if x.elements_per_token())
         assert (layer.qk_nope_head_dim, layer.v_head_dim) == (nope, v), name
     s = shape_for(find_in_catalog("deepseek-v3"), H200, tp=8)
-    assert (s.attn_flops_per_pair, s.attn_prefill_flops_per_pair, s.decompress_flops) == (2_248_704, 624_640, 255_852_544)
+    assert (s.attn_flops_per_pair, s.attn_prefill_flops_per_pair, s.decompress_flops) \
+        == (2_248_704, 624_640, 255_852_544)
 
 
 def test_what_keeps_one_width():

@@ -30,7 +30,8 @@ def test_a_32k_prompt_pays_window_layers_for_128_keys_a_query():
     # full layers 196,608 x 536,887,296 = 1.05555e14 FLOPs; window layers 196,608 x 32,768 x 128 = 8.24634e11
     # (the exact causal count is 128 x 32,768 - 128 x 127 / 2, 0.02% less: the cap is the aggregate form)
     decode, prefill, capped, _ = attention_flops(GPT_OSS, 64, 1)
-    s = Shape(dense_bytes=0, attn_flops_per_pair=decode, attn_prefill_flops_per_pair=prefill, attn_topk=capped, bf16_rate=1e15,
+    s = Shape(dense_bytes=0, attn_flops_per_pair=decode, attn_prefill_flops_per_pair=prefill, attn_topk=capped,
+              bf16_rate=1e15,
               bandwidth=1e12)
     pairs = 32_768 * 32_769 / 2
     attn = features(s, 32_768, 1, 0, pairs, prefill_pairs=pairs)[ATTN]

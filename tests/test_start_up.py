@@ -79,11 +79,13 @@ def test_naming_an_engine_imports_that_engine_only():
     # (kvplan.engines.checkpoint_kv), then llama.cpp's package and no other engine's
     assert engines == {"kvplan.engines.base", "kvplan.engines.capacity", "kvplan.engines.versions",
                        "kvplan.engines.checkpoint_kv",
-                       "kvplan.engines.options", "kvplan.engines.registry", "kvplan.engines.neutral", "kvplan.engines.emit",
+                       "kvplan.engines.options", "kvplan.engines.registry", "kvplan.engines.neutral",
+                       "kvplan.engines.emit",
                        "kvplan.engines.lora", "kvplan.engines.context", "kvplan.engines.served_dtype",
                        "kvplan.engines.llamacpp",
                        "kvplan.engines.llamacpp.engine", "kvplan.engines.llamacpp.uma"}, engines
-    loaded = _modules_after("from kvplan.engines import canonical_engine; assert canonical_engine('TRT-LLM') == 'trtllm'")
+    loaded = _modules_after("from kvplan.engines import canonical_engine; "
+                            "assert canonical_engine('TRT-LLM') == 'trtllm'")
     assert "kvplan.engines.vllm.engine" not in loaded and "kvplan.engines.trtllm.engine" in loaded
 
 
@@ -93,7 +95,8 @@ def test_fit_on_a_catalog_model_reads_no_config_and_no_package_resources():
         "sys.argv = ['kvplan', 'fit', 'llama-3-70b', '--gpu', 'a100-80', '--ctx', '128k']\n"
         "try:\n    runpy.run_module('kvplan', run_name='__main__')\nexcept SystemExit:\n    pass")
     assert "kvplan.planning.plan" in loaded  # (it did plan)
-    assert not loaded & {"kvplan.sources.importer", "kvplan.readers.configs", "kvplan.sources.gguf", "importlib.resources",
+    assert not loaded & {"kvplan.sources.importer", "kvplan.readers.configs", "kvplan.sources.gguf",
+                         "importlib.resources",
                          "pkgutil"}
 
 
@@ -123,7 +126,8 @@ def test_an_unknown_or_overridden_gpu_goes_to_the_whole_catalog(tmp_path):
     with pytest.raises(KvplanError, match="did you mean: h100"):
         hardware.find_gpu("h1000")
     (tmp_path / "mine.yaml").write_text(
-        (hardware._BUNDLED_DIR / "h100-sxm.yaml").read_text().replace("memory_usable_bytes:", "memory_usable_bytes: 1000 #"))
+        (hardware._BUNDLED_DIR / "h100-sxm.yaml").read_text().replace("memory_usable_bytes:",
+                                                                      "memory_usable_bytes: 1000 #"))
     mine = hardware.find_gpu("h100", [tmp_path])
     assert mine.memory_usable_bytes == 1000 and mine.path == str(tmp_path / "mine.yaml")
     assert hardware.find_gpu("h100").memory_usable_bytes != 1000

@@ -63,7 +63,8 @@ def test_the_command_writes_its_file_and_refuses_bad_lists(tmp_path):
     (path,) = tmp_path.glob("*.yaml")
     doc = yaml.safe_load(path.read_text())
     assert path.name == doc["source"]["id"] + ".yaml" and len(doc["points"]) == 2
-    for bad in (["--batches", "0"], ["--contexts", "a,b"], ["--repeats", "0"], ["--batches", ",".join(map(str, range(1, 300)))]):
+    for bad in (["--batches", "0"], ["--contexts", "a,b"], ["--repeats", "0"],
+                ["--batches", ",".join(map(str, range(1, 300)))]):
         r = CliRunner().invoke(whole_app(), [*base, *bad, "-o", str(tmp_path)])
         assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
 

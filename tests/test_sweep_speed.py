@@ -57,7 +57,8 @@ def test_calibrated_never_faster_than_roofline():
     for row in rows:  # the roofline terms' coefficients are held >= 1 (README "Speed: how far to trust it")
         assert row["decode_tokens_per_second_calibrated"] <= row["decode_tokens_per_second"] * (1 + 1e-12), row["model"]
     # and engines measurably run slower than the roofline: the bound is not the figure
-    assert sum(row["decode_tokens_per_second_calibrated"] < 0.95 * row["decode_tokens_per_second"] for row in rows) > len(rows) // 2
+    assert sum(row["decode_tokens_per_second_calibrated"] < 0.95 * row["decode_tokens_per_second"]
+               for row in rows) > len(rows) // 2
 
 
 def test_roofline_speed_has_no_calibrated_figure():

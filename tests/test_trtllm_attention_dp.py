@@ -79,5 +79,6 @@ def test_fit_with_trtllm_dp_ep_prints_the_layout_and_a_ranks_figures():
     assert "192,512 B" in out  # kv size per token, the engine's own figure
     assert "enable_attention_dp: true" in out and "tensor_parallel_size: 8" in out
     assert "moe_expert_parallel_size: 8" in out
-    dense = CliRunner().invoke(app, ["fit", "llama-3.1-8b-instruct", "--gpu", "h200", "--engine", "trtllm", "--dp", "2"])
+    dense = CliRunner().invoke(app,
+                               ["fit", "llama-3.1-8b-instruct", "--gpu", "h200", "--engine", "trtllm", "--dp", "2"])
     assert dense.exit_code != 0 and "Traceback" not in dense.output and "dense model" in dense.output

@@ -80,7 +80,8 @@ def test_a_trtllm_bench_point_runs_at_the_tools_settings():
     # blocks, the pool 8 / 6 as many, and the tool's 2,304 binds. Its max_num_tokens 4,608 is the step's chunk.
     default = running(point(isl=128, osl=128), LLAMA, H100)
     assert default.chunk == 4608 and 0.8 * 2304 < default.cap < 2304
-    assert running(point(isl=128, osl=128, flags={"scheduler_policy": "max_utilization"}), LLAMA, H100)[:2] == (2304, 4608)
+    assert running(point(isl=128, osl=128, flags={"scheduler_policy": "max_utilization"}), LLAMA, H100)[:2] \
+        == (2304, 4608)
     # 1000/1000: the pool at 1,000 + 1,000 tokens a request (63 blocks; about 257 requests) binds under the tool's
     # 384; the chunk is the tool's 2,048 (the engine's memory plan made at it: a little more room than at 8,192)
     r = running(point(), LLAMA, H100)
@@ -146,13 +147,13 @@ def test_trtllm_bench_attention_dp_ranks_each_run_the_tools_limit():
     ("trtllm-perf-overview-devguide-03e27c7", "llama33-70b-gb200-tp1-fp4-1024-8192", 1, "gb200", 3_434),
 ])
 def test_a_trtllm_bench_70b_point_over_what_a_bf16_cache_allows_at_any_batch(page, point, gpus, kind, ceiling_bf16):
-    """TensorRT-LLM's 1.0 and dev-guide perf overviews state no KV dtype for Llama 3.3 70B, and its figures stay under the
-    ceiling the 8B test above uses (bandwidth / (mean context x KV bytes a token), at any batch). A finite batch bounds
-    them: trtllm-bench runs GUARANTEED_NO_EVICT, so a running request holds its ISL + OSL tokens of KV, at most (the
-    GPUs' whole memory less the weights) / that requests run at once, and a decode step of B of them reads at least the
-    weights and B x (ISL + OSL / 2) cached tokens at the datasheet bandwidth; prefill is left out (a higher ceiling).
-    A bf16 cache cannot reach the measured figures, so the Llama 3.3 70B points are read at FP8 (both checkpoints).
-    The same bound on Llama 3.1 405B, Qwen3-235B and Maverick is not reached (not read as FP8)."""
+    """TensorRT-LLM's 1.0 and dev-guide perf overviews state no KV dtype for Llama 3.3 70B, and its figures stay under
+    the ceiling the 8B test above uses (bandwidth / (mean context x KV bytes a token), at any batch). A finite batch
+    bounds them: trtllm-bench runs GUARANTEED_NO_EVICT, so a running request holds its ISL + OSL tokens of KV, at most
+    (the GPUs' whole memory less the weights) / that requests run at once, and a decode step of B of them reads at least
+    the weights and B x (ISL + OSL / 2) cached tokens at the datasheet bandwidth; prefill is left out (a higher
+    ceiling). A bf16 cache cannot reach the measured figures, so the Llama 3.3 70B points are read at FP8 (both
+    checkpoints). The same bound on Llama 3.1 405B, Qwen3-235B and Maverick is not reached (not read as FP8)."""
     doc = yaml.safe_load((CORPUS / f"{page}.yaml").read_text())
     (p,) = [q for q in doc["points"] if q["id"] == point]
     assert p["kv_dtype"] == "fp8" and p["kvplan_model"] == "llama-3.3-70b-instruct"
@@ -172,8 +173,9 @@ def test_a_trtllm_bench_70b_point_over_what_a_bf16_cache_allows_at_any_batch(pag
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="the speed corpus (tests/fixtures/speed) is absent")
 def test_the_dev_guide_gpt_oss_points_read_as_openais_mxfp4_checkpoint():
     """The dev-guide page's GPT-OSS columns say FP4 (Blackwell) and FP8 (Hopper), but its FP4 / FP8 model lists name no
-    GPT-OSS checkpoint and its GPT-OSS options quantize nothing: the runs loaded OpenAI's MXFP4 checkpoint (TensorRT-LLM's
-    GPT-OSS deployment guide: MXFP4 weights, MXFP8 activations on B200/GB200, BF16 on H200; the page's `inferred:`)."""
+    GPT-OSS checkpoint and its GPT-OSS options quantize nothing: the runs loaded OpenAI's MXFP4 checkpoint
+    (TensorRT-LLM's GPT-OSS deployment guide: MXFP4 weights, MXFP8 activations on B200/GB200, BF16 on H200; the page's
+    `inferred:`)."""
     doc = yaml.safe_load((CORPUS / "trtllm-perf-overview-devguide-03e27c7.yaml").read_text())
     oss = [p for p in doc["points"] if p["kvplan_model"].startswith("gpt-oss")]
     assert len(oss) == 44 and {p["weight_dtype"] for p in oss} == {"mxfp4"}

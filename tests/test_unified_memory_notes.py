@@ -19,7 +19,8 @@ GENERAL = "from which it subtracts nothing for what the OS"  # the general note:
 
 
 def _warnings(engine: str | None):
-    plan = resolve_engine(engine).result(find_in_catalog("qwen3-8b"), find_gpu("gb10"), Deployment(1), Request(context=8192)).plan
+    plan = resolve_engine(engine).result(find_in_catalog("qwen3-8b"), find_gpu("gb10"), Deployment(1),
+                                         Request(context=8192)).plan
     return plan.warnings
 
 

@@ -55,7 +55,8 @@ def test_llama_405b_fp8_keeps_attention_and_edge_mlps_in_bf16():
 def test_gpt_oss_list_is_the_same_rule_and_mxfp4_never_quantizes_linear_layers():
     # gpt-oss: modules_to_not_convert = self_attn (every layer), mlp.router, embed_tokens, lm_head. vLLM's
     # Mxfp4Config gives every linear layer UnquantizedLinearMethod, listed or not; only experts are MXFP4.
-    listed = {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+    listed = {"quant_method": "mxfp4",
+              "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
                                                                   "model.embed_tokens", "lm_head"]}
     q = _spec(listed).quantization
     assert q.experts_only and q.kept == (("attention", 2 * 12_288),)

@@ -58,7 +58,8 @@ def test_every_family_cache_bytes_equal_prediction(i, name):
     mla_or_state = any(layer.kind in ("mla", "state") for layer in spec.layers[:2])
     layers = 1 if mla_or_state else min(2, spec.num_layers)
     kv = DTYPES[i % len(DTYPES)]
-    record, checks = run(spec, batch=1 if mla_or_state else 2, ctx=24 if mla_or_state else 40, steps=3, layers=layers, kv_dtype=kv,
+    record, checks = run(spec, batch=1 if mla_or_state else 2, ctx=24 if mla_or_state else 40, steps=3, layers=layers,
+                         kv_dtype=kv,
                          state_dtype=kv)
     assert record["measured_kv_bytes"] == record["predicted_kv_bytes"] > 0
     assert checks["kv_cache"].ok and checks["kv_cache_after_decode"].ok
@@ -267,7 +268,8 @@ def test_results_go_through_the_one_atomic_writer(tmp_path, monkeypatch):
 
     calls = []
     real = kvplan.core.files.atomic_write
-    monkeypatch.setattr(kvplan.core.files, "atomic_write", lambda path, content, **kw: calls.append(path) or real(path, content, **kw))
+    monkeypatch.setattr(kvplan.core.files, "atomic_write",
+                        lambda path, content, **kw: calls.append(path) or real(path, content, **kw))
     record = {"model": "m", "layers": 1, "batch": 1, "ctx": 8, "kv_dtype": "bf16", "predicted_kv_bytes": 1,
               "measured_kv_bytes": 1, "checks": [], "ok": True}
     for suffix in (".json", ".csv"):
@@ -300,7 +302,8 @@ def test_cli_output_refuses_a_pipe(tmp_path):
     (["--hidden", "100000000"], "weights as built"),
 ])
 def test_cli_refuses_a_run_bigger_than_memory(args, text):
-    result = runner.invoke(app, ["validate", "llama-3.2-1b-instruct", "--shrink", "--layers", "1", "--ctx", "32", *args])
+    result = runner.invoke(app,
+                           ["validate", "llama-3.2-1b-instruct", "--shrink", "--layers", "1", "--ctx", "32", *args])
     assert result.exit_code == 2, result.output
     assert text in result.stderr and "available" in result.stderr and "--layers" in result.stderr
     assert "internal error" not in result.stderr and result.stderr.count("\n") <= 2

@@ -168,6 +168,7 @@ def test_cli_refusals_are_one_line(extra, needle):
     from conftest import one_line_error
     from kvplan.cli import app
 
-    res = CliRunner().invoke(app, ["validate", "qwen3-30b-a3b", "--layers", "2", "--shrink", "--ctx", "40", "--steps", "3"]
+    res = CliRunner().invoke(app,
+                             ["validate", "qwen3-30b-a3b", "--layers", "2", "--shrink", "--ctx", "40", "--steps", "3"]
                              + extra)
     one_line_error(res, 2, needle)

@@ -121,7 +121,8 @@ def _explained_sequence_bytes(text: str) -> tuple[int, int]:
 @pytest.mark.parametrize("model", ("gemma-3-27b-it", "gpt-oss-120b"))
 @pytest.mark.parametrize("engine", (None, "vllm", "sglang", "trtllm", "transformers"))
 def test_explain_lines_add_up_to_the_engines_total(model, engine):
-    args = ["fit", model, "--gpu", "h100", "--gpus", "8", "--ctx", "32k", "--explain"] + (["--engine", engine] if engine else [])
+    args = (["fit", model, "--gpu", "h100", "--gpus", "8", "--ctx", "32k", "--explain"]
+            + (["--engine", engine] if engine else []))
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     parts, total = _explained_sequence_bytes(r.stdout)

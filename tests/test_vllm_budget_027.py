@@ -44,7 +44,8 @@ def test_non_torch_constants_by_release():
     # pipeline parallel alone takes the one-GPU figure of its release: the residue only where 0.18.0-0.26.x capture
     # graphs inside the window (gpu_worker.py 0.18.0 L387-399 in; 0.17.0 has no capture; 0.27.0 L500-517 after it)
     assert nt.non_torch(1, 2, (0, 26, 0)) == nt.non_torch(1, 2, (0, 18, 0)) == 246 * MIB
-    assert nt.non_torch(1, 2, (0, 30, 0)) == nt.non_torch(1, 2, (0, 17, 0)) == nt.non_torch(1, 2, (0, 11, 0)) == 133 * MIB
+    assert nt.non_torch(1, 2, (0, 30, 0)) == nt.non_torch(1, 2, (0, 17, 0)) == nt.non_torch(1, 2, (0, 11, 0)) \
+        == 133 * MIB
 
 
 def test_t4_030_consumed_less_weights():

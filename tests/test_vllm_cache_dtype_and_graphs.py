@@ -45,7 +45,8 @@ def test_cuda_graph_estimate_is_subtracted_from_vllm_0_20_0():
     # ships it on in 0.20.0, so logs carrying it say nothing about 0.20.x being off.
     model = find_in_catalog("llama-3.1-8b-instruct")
     gpu, req = find_gpu("h100"), Request(context=8192)
-    on = {v: vllm_settings(model, gpu, Deployment(), req, v).cudagraphs for v in ("0.19.1", "0.20.0", "0.20.1", "0.22.0")}
+    on = {v: vllm_settings(model, gpu, Deployment(), req, v).cudagraphs
+          for v in ("0.19.1", "0.20.0", "0.20.1", "0.22.0")}
     assert on == {"0.19.1": False, "0.20.0": True, "0.20.1": True, "0.22.0": True}
     assert not vllm_settings(model, gpu, Deployment(), req, "0.20.0", {"enforce_eager": "true"}).cudagraphs
 
@@ -91,7 +92,8 @@ def test_cuda_graph_terms_follow_the_attention_features_not_the_family():
     assert all(type(la) is FullAttention for la in llama.layers)
     assert vo.fa_split_accumulator(llama, 1, 512) == 32 * 4 * 512 * 32 * 128
     for feature in ("sinks", "mm_prefix"):
-        other = replace(llama, family="a_new_family", layers=tuple(replace(la, **{feature: True}) for la in llama.layers))
+        other = replace(llama, family="a_new_family",
+                        layers=tuple(replace(la, **{feature: True}) for la in llama.layers))
         assert vo.fa_split_accumulator(other, 1, 512) == 0, feature
         # max_num_seqs 1024: 51 PIECEWISE and 51 FULL graphs (capture sizes up to 512), 100 further graphs of
         # 32 layers x 0.126 MiB -> 6 MiB (the 2 MiB page), on the 209 MiB PIECEWISE first capture: no accumulator,
@@ -145,5 +147,7 @@ def test_fa3_accumulator_only_where_vllm_runs_fa3():
     assert vo.cudagraph_estimate(32, llama, 1, 1024, find_gpu("h100-sxm")) == 268_435_456 + 6 * 2**20 + further
     assert vo.cudagraph_estimate(32, llama, 1, 1024, find_gpu("rtx-pro-6000-server")) == 209 * 2**20 + further
     assert vo.fa_split_accumulator(find_in_catalog("llama-3.1-8b"), 1, 512, find_gpu("rtx-4090")) == 0
-    assert vo.fa_split_accumulator(find_in_catalog("llama-3.1-8b"), 1, 512, find_gpu("b200")) == 268_435_456  # 10.x: kept, not checked
-    assert vo.fa_split_accumulator(find_in_catalog("llama-3.1-8b"), 1, 512) == 268_435_456  # no GPU: the H100 corpus's answer
+    # 10.x: kept, not checked
+    assert vo.fa_split_accumulator(find_in_catalog("llama-3.1-8b"), 1, 512, find_gpu("b200")) == 268_435_456
+    # no GPU: the H100 corpus's answer
+    assert vo.fa_split_accumulator(find_in_catalog("llama-3.1-8b"), 1, 512) == 268_435_456

@@ -140,7 +140,8 @@ def test_a_context_past_max_model_len_says_it_is_max_model_len_that_binds_not_th
     assert "is past --max-model-len of 16,384 tokens" in text and "the model's limit" not in text
     res = runner.invoke(app, ["fit", m, "--gpu", "h200", "--ctx", "32k", "--max-model-len", "16k", "--explain"])
     assert "context 32,768 > --max-model-len 16,384 tokens" in " ".join(res.output.split())
-    res = runner.invoke(app, ["sweep", "-m", m, "-c", "32k", "-g", "h200", "--gpu-counts", "1", "--max-model-len", "16k"])
+    res = runner.invoke(app,
+                        ["sweep", "-m", m, "-c", "32k", "-g", "h200", "--gpu-counts", "1", "--max-model-len", "16k"])
     assert "1 plan asks a context past --max-model-len (fits: limit)" in " ".join(res.output.split())
     res = runner.invoke(app, ["cheapest", m, "--ctx", "32k", "--concurrency", "2", "-g", "h200", "--max-model-len",
                               "16k", "--json"])

@@ -86,7 +86,8 @@ def test_symlink_to_regular_file_writes_the_target_atomically(tmp_path):
 
     with pytest.raises(RuntimeError):
         atomic_write(tmp_path / "link.csv", boom)
-    assert real.read_text() == "old\n" and os.listdir(real.parent) == ["real.csv"]  # temp file was in the target's folder
+    # the temp file was in the target's folder
+    assert real.read_text() == "old\n" and os.listdir(real.parent) == ["real.csv"]
     atomic_write(tmp_path / "link.csv", "new\n")
     assert (tmp_path / "link.csv").is_symlink() and os.readlink(tmp_path / "link.csv") == str(real)
     assert real.read_text() == "new\n" and sorted(os.listdir(tmp_path)) == ["data", "link.csv"]

@@ -80,8 +80,8 @@ MaxModelLenOpt = Annotated[Optional[str], typer.Option(
     "--max-model-len", help="The longest request the engine is set up for (vLLM --max-model-len, SGLang "
     "--context-length): 32k, 128k. Default: the limit the engine derives from the config (rope_scaling included).")]
 AllowLongOpt = Annotated[bool, typer.Option(
-    "--allow-long-context", help="Plan a --max-model-len past the model's limit where the engine refuses one (as "
-    "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 or SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 allow).")]
+    "--allow-long-context", help="Plan a --max-model-len past the model's limit where vLLM or SGLang refuses one "
+    "unless an environment variable allows it (the plan's note names the variable to set).")]
 LoraOpt = Annotated[Optional[str], typer.Option(
     "--lora", help="LoRA adapters the engine keeps room for: MAX_LORAS:RANK[:MODULES], e.g. 4:16 or 4:16:q,k,v,o "
     "(modules q,k,v,o,gate,up,down, attn, mlp; default every linear layer). Priced per engine as its own budget row.")]

@@ -9,13 +9,14 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import (
-    HwOpt, JsonOpt, WeightDtypeOpt, cli_errors, markup_safe, print_result, read_capped_text, stderr, table,
+    HwOpt, JsonOpt, WeightDtypeOpt, check_range, cli_errors, markup_safe, print_result, read_capped_text, stderr,
+    table,
 )
 from kvplan.cli.engine_flags import speculative_request, with_speculative
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.logparse import parse_log
 from kvplan.engines.reconcile import reconcile
-from kvplan.hardware.gpus import find_gpu
+from kvplan.hardware.gpus import find_gpu, load_gpus
 from kvplan.report.fitted import print_stacked
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.engines.served_dtype import loaded_as_model_dtype
@@ -50,11 +51,14 @@ def check_log(
     """Put every number an engine's start-up log printed next to kvplan's, with the difference."""
     text = read_capped_text(log, MAX_LOG_BYTES, "a start-up log", missing="no such log file")
     rec = parse_log(text)
-    hw = None
-    if gpu:
-        hw = find_gpu(gpu, hw_profiles or ())
-    if tp is not None and tp < 1:
-        raise KvplanError(f"--tp must be at least 1, got {tp}", EXIT_USAGE)
+    check_range("--tp", tp, 1, 4096)  # as fit's --tp, and the log's own tp (kvplan.engines.logrecord)
+    if engine_version is not None and not engine_version.strip():  # else taken for "not given": the log's release
+        raise KvplanError("--engine-version is empty", EXIT_USAGE)
+    # --gpu "" is an unknown GPU and a --hw-profiles folder is checked without --gpu too, as fit does: neither is
+    # taken for "not given"
+    hw = find_gpu(gpu, hw_profiles or ()) if gpu is not None else None
+    if gpu is None and hw_profiles:
+        load_gpus(hw_profiles)
     spec = _resolve_log_model(model, rec.model)
     if spec is not None and rec.settings.get("speculative"):
         spec = _with_drafter(spec, rec.settings["speculative"])
@@ -82,8 +86,9 @@ def _with_drafter(spec, text: str):
 
 
 def _resolve_log_model(name: str | None, hint: str | None):
-    """--model, else the model the log names when it is in the catalog (never the network)."""
-    if name:
+    """--model (an empty one refused, as fit refuses it), else the model the log names when it is in the catalog
+    (never the network)."""
+    if name is not None:
         return resolve_model(name, loaded_bytes=loaded_as_model_dtype).spec
     if not hint:
         return None

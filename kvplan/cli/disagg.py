@@ -154,6 +154,10 @@ def _report(res, chosen, spec, as_json: bool, kind: Optional[str], gpu) -> None:
            f"link {res.link.key} ({res.link.per_gpu_bytes_per_s / 1e9:g} GB/s per "
            f"GPU one way, {res.link.latency_s * 1e6:g} us per transfer); step times: "
            f"{label(res.setup.speed_engine, res.setup.speed)}")
+    for role, result in (("prefill", res.prefill.result), ("decode", res.decode_serve or res.decode.result)):
+        note = chosen.emit_note(result, spec) if commands[role] else None
+        if note:  # the utilisation its command names, and why it may differ from the pool's as planned
+            stderr(f"{role} command: {note}")
     if as_json:
         data = result_dict(res, commands)
         if kind:

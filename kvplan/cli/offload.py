@@ -28,7 +28,7 @@ OffloadBackendOpt = Annotated[str, typer.Option(
     "--offload-backend", help=f"Who keeps the tiers: {', '.join(BACKENDS)} (native: the engine's own; kvbm: Dynamo).")]
 HostOpt = Annotated[Optional[str], typer.Option(
     "--host", help="Host profile: a bundled server (dgx-h100, dgx-h200, gb200-nvl72-tray) or a YAML file "
-    "(kvplan/hardware/hosts/README.md): DRAM, links, NVMe, NIC.")]
+    "of the same keys (DRAM, links, NVMe, NIC; hosts/README.md in kvplan's hardware folder).")]
 
 
 class Offload(NamedTuple):

@@ -94,8 +94,8 @@ def simulate(
     block_size: BlockSizeOpt = None,
     engine: Annotated[Optional[str], typer.Option(
         "--engine", help="Size the KV pool as this engine allocates it and admit requests as it does (vllm, llama.cpp, "
-        "transformers: vLLM's preemption; trtllm: GUARANTEED_NO_EVICT, or --engine-opt "
-        "capacity_scheduler_policy=MAX_UTILIZATION; sglang: its new_token_ratio), at its own limits: --max-num-seqs, "
+        "transformers: vLLM's preemption; trtllm: GUARANTEED_NO_EVICT, or MAX_UTILIZATION through --engine-opt "
+        "capacity_scheduler_policy; sglang: its new_token_ratio), at its own limits: --max-num-seqs, "
         "--max-num-batched-tokens.")] = None,
     engine_version: EngineVersionOpt = None,
     engine_opt: EngineSettingOpt = None,

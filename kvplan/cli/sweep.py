@@ -1,12 +1,10 @@
 """`kvplan sweep`: plan every model × GPU × GPU count × context × dtype, rank, write CSV/JSON/HTML.
 
-Thin: check every input first (output names included), call the pure kvplan.compare.sweep, then write
-files atomically (kvplan.report.export, kvplan.report.html) and print. plotly is imported only when an
-.html output is asked for, so this module adds nothing heavy to `kvplan fit`'s start-up.
+Thin: check every input first (output names included), call the pure kvplan.compare.sweep (and simulate or size
+offload tiers per plan when asked), then hand the result to kvplan.cli.sweep_output, which writes the files, stdout
+and the table. plotly is imported only when an .html output is asked for, so `kvplan fit` starts light.
 """
 
-from dataclasses import asdict
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -15,12 +13,13 @@ import typer
 from kvplan.cli._common import (
     MAX_BATCH, AllowLongOpt, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, LoraOpt,
     MaxModelLenOpt, PricesOpt, RevisionOpt, OUTPUT_FORMATS, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range,
-    cli_errors, markup_safe, output_files, planned_by, progress_bar, stderr, table,
+    cli_errors, output_files, planned_by, progress_bar, stderr,
 )
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
 from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
-from kvplan.cli.speed_flags import check_speed, form_notes, plans_gaps, request_note, speed_band, speed_notes
+from kvplan.cli.speed_flags import check_speed, form_notes, plans_gaps, request_note, speed_notes
+from kvplan.cli.sweep_output import ranked_rows, skipped_lines, sweep_table, write_files, write_stdout
 from kvplan.cli.sweep_size import DEFAULT_MAX_PLANS, check_size
 from kvplan.cli.selection import (
     GPU_LIST_HELP, memory_caveats, names, resolve_gpus, resolve_models, weight_caveats, weight_dtypes,
@@ -30,17 +29,13 @@ from kvplan.cli.workload import (
     load_requests,
 )
 from kvplan.compare.offload import check_tiers, size_each
-from kvplan.compare.procurement import headlines
 from kvplan.compare.sweep import RANKING, kv_dtypes_for, parse_counts, sweep as run_sweep
 from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
-from kvplan.core.files import atomic_write
-from kvplan.core.units import human_tokens, parse_token_list, plural
+from kvplan.core.units import parse_token_list, plural
 from kvplan.hardware.prices import load_prices
 from kvplan.planning.lora import parse_lora
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, limit_name
-from kvplan.report.export import iter_sweep_rows, write_csv, write_json_document
-from kvplan.report.html import render_html
 from kvplan.report.text import checkpoint_kv_notes
 from kvplan.report.offload import offload_columns
 from kvplan.simulator.capacity import Target, sim_row, simulate_plan
@@ -169,17 +164,17 @@ def sweep(
                        f"{slo_tpot * 1e3:g} ms; figures in the sim_* columns of -o, --json and --csv")
     if asked.tiers:
         sims = _offload(result, chosen, asked, sims, summary)
-    _write_files(result, files, title, summary, price_book, gpu_list, sims, front)
+    write_files(result, files, title, summary, price_book, gpu_list, sims, front)
     if as_json or as_csv:
-        _write_stdout(result, "json" if as_json else "csv", price_book, sims, front)
+        write_stdout(result, "json" if as_json else "csv", price_book, sims, front)
     for line in summary:
         stderr(line)
-    for line in _skipped_lines(result):
+    for line in skipped_lines(result):
         stderr(f"skipped: {line}")
     if not (as_json or as_csv) and top:
         from rich.console import Console
 
-        Console().print(_sweep_table(result, _rows(result, sims, limit=top), price_book.unit))
+        Console().print(sweep_table(result, ranked_rows(result, sims, limit=top), price_book.unit))
     for path, fmt in files:
         stderr(f"wrote {OUTPUT_FORMATS[fmt]}: {path}")
 
@@ -255,19 +250,6 @@ def _kv_lines(result) -> list[str]:
     return [f"note: {line}" for line in checkpoint_kv_notes((p, result.models[p.model]) for p in result.plans)]
 
 
-def _write_json(result, rows, prices, stream, front=None) -> None:
-    """The JSON document, a row at a time (rows may be made one at a time); `front`: the serving front end the
-    simulated requests crossed (kvplan.simulator.frontend.FrontEnd.meta), where --workload ran any."""
-    head = {"engine": result.engine, "ranking": RANKING, "decode_speed": result.speed,
-            "decode_speed_band": speed_band(result.speed, result.engine_name), "plans_count": len(result.plans),
-            "fits_count": sum(p.fits for p in result.plans), "skipped_plans": result.skipped_plans,
-            "skipped": [asdict(s) for s in result.skipped], "currency": prices.currency or None,
-            "prices_per_gpu_hour": result.prices}
-    if front is not None:
-        head["sim_front_end"] = front
-    write_json_document(head, rows, stream)
-
-
 def _offload(result, engine, asked, sims, summary: list[str]) -> list[dict]:
     """Every plan's offload_* columns (beside its sim_* ones, if any), and a summary line."""
     sized = size_each(engine, result.plans, lambda p: result.models[p.model], asked.tiers, asked.backend, asked.host)
@@ -277,23 +259,6 @@ def _offload(result, engine, asked, sims, summary: list[str]) -> list[dict]:
                    f"--csv" + (f"; {plural(refused, 'plan')} not sized (offload_refused says why)" if refused else ""))
     cols = [offload_columns(asked.tiers, o) for o in sized]
     return cols if sims is None else [{**s, **c} for s, c in zip(sims, cols)]
-
-
-def _rows(result, sims, limit=None) -> list[dict]:
-    """The ranked rows, with the simulated columns of each plan when there are any."""
-    return list(_stream(result, sims, limit))
-
-
-def _stream(result, sims, limit=None):
-    """The ranked rows made one at a time, for files and stdout: a row is written and dropped, so the
-    outputs add one row's memory to the plans', not a second copy of every plan (issue 25)."""
-    rows = iter_sweep_rows(result, limit)
-    if sims is None:
-        yield from rows
-        return
-    for row, sim in zip(rows, sims):
-        row.update(sim)
-        yield row
 
 
 def _simulate(result, chosen, gpu_list, loaded, slo_ttft: float, slo_tpot: float) -> tuple[list[dict], dict | None]:
@@ -318,83 +283,3 @@ def _simulate(result, chosen, gpu_list, loaded, slo_ttft: float, slo_tpot: float
     return out, (fe.meta(loaded.requests) if fe is not None else None)
 
 
-def _write_files(result, files, title: str, summary: list[str], prices, gpus=(), sims=None, front=None) -> None:
-    """Every --output, each written atomically."""
-    if not files:
-        return
-
-    for path, fmt in files:
-        if fmt == ".csv":
-            atomic_write(path, lambda stream: write_csv(_stream(result, sims), stream), newline="")
-        elif fmt == ".json":
-            atomic_write(path, lambda stream: _write_json(result, _stream(result, sims), prices, stream, front))
-        else:  # the page's charts and table read every row
-            atomic_write(path, render_html(_rows(result, sims), title=title, summary=summary,
-                                           skipped=_skipped_lines(result), currency=prices.unit,
-                                           speed_label=_html_speed_label(result),
-                                           headlines=headlines(result, gpus)))
-
-
-def _html_speed_label(result) -> str | None:
-    """The HTML's decode chart label: the calibrated model with its held-out band; None: the roofline only."""
-    if result.speed != "calibrated":
-        return None
-    return speed_notes("calibrated", result.engine_name, "", "")[0].removeprefix("step times: ")
-
-
-def _write_stdout(result, fmt: str, prices, sims=None, front=None) -> None:
-    rows = _stream(result, sims)
-    if fmt == "csv":
-        write_csv(rows, sys.stdout)
-    else:
-        _write_json(result, rows, prices, sys.stdout, front)
-
-
-def _skipped_lines(result) -> list[str]:
-    return [f"{s.model}: {s.gpus} GPU{'s' if s.gpus > 1 else ''} (tp {s.tp} × pp {s.pp}) skipped, {s.reason} "
-            f"({plural(s.plans, 'plan')})" for s in result.skipped]
-
-
-def _sweep_table(result, rows: list[dict], currency: str):
-    priced = any(r["price_per_gpu_hour"] is not None for r in rows)
-    weights = len({r["weight_dtype"] for r in rows}) > 1
-    kv_dtypes = {r["kv_dtype"] for r in rows}
-    kv = len(kv_dtypes) > 1  # one cache dtype for every row: said once in the title, not in a column
-    # "users": the max concurrency at the row's context (requests held at once), as the HTML names it.
-    # Rows come best first (the rank is in --json/--csv); no "#" column, so names stay whole in 80 columns.
-    cols = ["model", "GPU", "GPUs", "ctx"] + (["KV"] if kv else []) + (["weights"] if weights else [])
-    tiers = [k[len("offload_"):-len("_contexts")] for k in (rows[0] if rows else {}) if k.endswith("_contexts")
-             and k.startswith("offload_")]
-    cal = result.speed == "calibrated"  # tok/s calibrated, the roofline bound beside it; else the roofline alone
-    cols += (["fits", "users", "tok/s"] + (["roofline"] if cal else []) + (["host ctx"] if tiers else [])
-             + ([f"{currency}/user-h"] if priced else []))
-    title = (f"Best {len(rows)} of {plural(len(result.plans), 'plan')}"
-             + ("" if kv or not rows else f" · KV {kv_dtypes.pop()}")
-             + (" · tok/s calibrated, roofline a bound" if cal else " · tok/s roofline"))
-    t = table(cols, right=tuple(c for c in cols if c not in ("model", "GPU", "KV", "weights", "fits")),
-              whole=("KV", "weights", "fits") + (() if kv or weights else ("model", "GPU")), title=title,
-              optional=("roofline", "tok/s", "host ctx"), drop_first=("roofline",))
-    for r in rows:
-        gpus = (str(r["gpus"]) if r["pp"] == 1 and r.get("dp", 1) == 1
-                else f"{r['gpus']} ({r['tp']}×{r['pp']}" + (f"×{r['dp']}dp" if r.get("dp", 1) > 1 else "") + ")")
-        cells = [markup_safe(r["model"]), r["gpu"], gpus, human_tokens(r["context"])]
-        cells += [r["kv_dtype"]] if kv else []
-        cells += [r["weight_dtype"]] if weights else []
-        cells += ["[green]yes[/]" if r["fits"]
-                  else ("[red]limit[/]" if r.get("binds") == "context limit" else "[red]no[/]"),
-                  f"{r['max_concurrency']:,}",
-                  _tps(r["decode_tokens_per_second_calibrated" if cal else "decode_tokens_per_second"], r["fits"])]
-        cells += [_tps(r["decode_tokens_per_second"], r["fits"])] if cal else []
-        if tiers:  # full-length contexts every offload tier holds together ("–": not sized, see offload_refused)
-            held = [r[f"offload_{t}_contexts"] for t in tiers]
-            cells += ["–" if None in held else f"{sum(held):,}"]
-        if priced:
-            cpu = r["cost_per_concurrent_user_hour"]
-            cells += ["–" if cpu is None else f"{cpu:,.4f}"]
-        t.add_row(*cells)
-    return t
-
-
-def _tps(value, fits: bool) -> str:
-    """A decode tok/s cell: "–" for a plan that does not fit (no speed) or one not priced."""
-    return f"{value:,.0f}" if fits and value is not None else "–"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import resource
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.meminfo import mem_available
 
 DEFAULT_MAX_PLANS = 1_000_000
 # Measured on the 2-core development machine: a 54,400-plan sweep (2 models x 34 GPUs x 4 counts x 100 contexts
@@ -34,13 +35,9 @@ def memory_limit() -> int | None:
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft != resource.RLIM_INFINITY:
         limits.append(soft)
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    limits.append(int(line.split()[1]) * 1024)
-    except (OSError, ValueError, IndexError):
-        pass
+    available = mem_available()
+    if available is not None:
+        limits.append(available)
     return min(limits) if limits else None
 
 

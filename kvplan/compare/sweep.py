@@ -204,11 +204,19 @@ def _grid(model, gpus, dep, requests, engine, plans, skipped) -> None:
     """`engine`'s plans of every request on `dep` into `plans`; where it refuses the grid, each request alone, so that
     a refusal of one request's (vLLM has no q8_0 KV cache) skips that request's plans and not its neighbours' (a
     sweep of fp8 and q8_0 lost its fp8 plans too). A deployment the model or the engine cannot run at all (llama.cpp:
-    no tp) is skipped whole, for each of its reasons the plans it stood for."""
+    no tp) is skipped whole, for each of its reasons the plans it stood for. A refusal of some GPUs only (a
+    unified-memory engine option past one profile's whole memory) skips those GPUs' plans, not every GPU's."""
     t = attempt(model, dep, lambda d: engine.grid(model, gpus, d, requests))
     if t.why is None:
         plans.extend(t.result)
         return
+    if len(gpus) > 1:  # one request on each GPU alone tells a GPU's refusal from a request's or the deployment's
+        first = [attempt(model, dep, lambda d, g=g: engine.grid(model, [g], d, requests[:1])).why for g in gpus]
+        if None in first and any(first):
+            _grid(model, [g for g, why in zip(gpus, first) if why is None], dep, requests, engine, plans, skipped)
+            for g in (g for g, why in zip(gpus, first) if why is not None):
+                _grid(model, [g], dep, requests, engine, plans, skipped)
+            return
     alone = [t] if len(requests) == 1 else \
         [attempt(model, dep, lambda d, r=r: engine.grid(model, gpus, d, [r])) for r in requests]
     lost: dict[str, int] = {}

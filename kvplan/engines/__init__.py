@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg, out_of_range
 from kvplan.core.units import parse_fraction
 from kvplan.engines.base import parse_engine_opts
+from kvplan.engines.options import check_repeats
 from kvplan.engines.neutral import NeutralEngine
 from kvplan.engines.registry import canonical_engine, emitters, engine_class, engine_names
 
@@ -44,6 +45,7 @@ def configure(engine: str | None = None, engine_version: str | None = None, engi
     gmu = None if gpu_memory_utilization is None else parse_fraction(gpu_memory_utilization,
                                                                      "gpu_memory_utilization")
     items = [f"{k}={v}" for k, v in engine_opts.items()] if isinstance(engine_opts, Mapping) else list(engine_opts)
+    check_repeats(items)
     explicit = {"gpu_memory_utilization": gmu, "block_size": block_size}
     if engine is None and emit is None:
         if engine_version or items:

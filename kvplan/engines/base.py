@@ -278,8 +278,9 @@ class Engine:
             self.check_speculative(model.speculative.method)
         for layer in dict.fromkeys(model.layers):
             if layer.kind not in self.kinds:
+                others = _engines_that(lambda e, k=layer.kind: k in e.kinds)
                 raise KvplanError(f"{self.name} has no rule for {layer.kind} layers ({layer.describe()}); plan it "
-                                  "with the default engine", EXIT_USAGE)
+                                  f"with {others}the default engine", EXIT_USAGE)
             if layer.allocation and type(layer) not in self.reads_layers:
                 others = _engines_that(lambda e, t=type(layer): t in e.reads_layers)
                 raise KvplanError(f"{self.name} has no modelled allocation for {layer.allocation}; plan it with "

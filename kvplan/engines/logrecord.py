@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.planning.deploy import Deployment
 
 
 @dataclass(frozen=True)
@@ -107,3 +108,13 @@ def deployment_said(dep, rec: LogRecord, given, inferred: bool = False) -> str:
                  else "inferred from the weights" if key == "tp" and (inferred or n > 1) else "assumed")
         parts.append(f"{key} {n} ({where})")
     return "planned as " + ", ".join(parts)
+
+
+def logged_deployment(rec: LogRecord, given: int | None, notes: list[str]) -> Deployment:
+    """The deployment a log is checked at: tp as given, else the log's, else 1 (a note says it was assumed), pp the
+    log's; where each size came from appended to `notes` (deployment_said). vLLM's and TensorRT-LLM's checks."""
+    if not (given or rec.tp):
+        notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
+    dep = Deployment(given or rec.tp or 1, rec.pp or 1)
+    notes.append(deployment_said(dep, rec, given))
+    return dep

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.units import parse_bytes
+from kvplan.hardware.facts import unified
 from kvplan.planning.plan import PlanWarning
 
 
@@ -19,6 +20,19 @@ def parse_engine_opts(items) -> dict[str, str]:
         k, v = item.split("=", 1)
         out[k.strip().replace("-", "_")] = v.strip()
     return out
+
+
+def check_repeats(items) -> None:
+    """A person's --engine-opt items: a KEY given twice with two values is refused in one line (parse_engine_opts
+    keeps the last, so `os_memory=10GiB os_memory=20GiB` planned 20 GiB unsaid); the same value twice is one."""
+    seen: dict[str, str] = {}
+    for item in items:
+        if "=" not in item:
+            continue  # parse_engine_opts refuses it
+        k, v = (s.strip() for s in item.split("=", 1))
+        k = k.replace("-", "_")
+        if seen.setdefault(k, v) != v:
+            raise _bad_opt(k, v, f"is given twice, {seen[k]!r} and {v!r}: give one")
 
 
 def _bad_opt(key: str, value, problem: str, allowed=None) -> KvplanError:
@@ -73,6 +87,18 @@ def opt_bytes(opts: dict, key: str, default: int | None) -> int | None:
     except KvplanError:
         raise _bad_opt(key, opts[key], f"must be a size such as 20GiB, 20GB or a number of bytes, got {opts[key]!r}"
                        ) from None
+
+
+def opt_shared_bytes(opts: dict, key: str, default: int | None, gpu) -> int | None:
+    """What the OS and the host take of a unified-memory GPU's pool, as a size (os_memory, page_cache, host_growth):
+    opt_bytes', refused past the profile's whole memory, which the OS, its page cache and the GPU share, so no share
+    of it can be larger (a mistyped 500GiB for a 121.69 GiB GB10 was planned as a start-up refusal with a negative
+    MemAvailable). On a discrete GPU the options are ignored (ignored_on) and not bounded."""
+    value = opt_bytes(opts, key, default)
+    if value is not None and gpu is not None and unified(gpu) and value > gpu.memory_usable_bytes:
+        raise _bad_opt(key, opts[key], f"{opts[key]} is more than the whole memory of GPU profile '{gpu.key}' "
+                       f"({gpu.memory_usable_bytes / 2**30:.2f} GiB, shared by the OS and the GPU)")
+    return value
 
 
 def opt_choice(opts: dict, key: str, default: str, choices: tuple[str, ...]) -> str:

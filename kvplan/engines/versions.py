@@ -29,9 +29,7 @@ def check_version(engine: str, version: str | None, known: tuple[str, ...], defa
     one-line error. (An engine whose versions are names, not numbers, uses check_version_name.)"""
     if version is None:
         return default
-    v = str(version).strip()
-    if not v:
-        raise KvplanError(f"{arg('engine_version')} is empty", EXIT_USAGE, param="engine_version", value=version)
+    v = _stated(version)
     parsed = parse_version(v)
     lo, hi = parse_version(known[0]), parse_version(known[-1])
     if not lo <= parsed <= hi + (999,):
@@ -44,10 +42,16 @@ def check_version_name(engine: str, version: str | None, known: tuple[str, ...],
     """The version to model for an engine whose versions are names (llama.cpp's eras): one of `known`."""
     if version is None:
         return default
-    v = str(version).strip()
-    if not v:
-        raise KvplanError(f"{arg('engine_version')} is empty", EXIT_USAGE, param="engine_version", value=version)
+    v = _stated(version)
     if v not in known:
         raise KvplanError(f"unknown {engine} version {v!r}; choose one of: {', '.join(known)}", EXIT_USAGE,
                           param="engine_version", value=v, allowed=known)
+    return v
+
+
+def _stated(version: str) -> str:
+    """The version as given, stripped; an empty one refused, for either kind of engine."""
+    v = str(version).strip()
+    if not v:
+        raise KvplanError(f"{arg('engine_version')} is empty", EXIT_USAGE, param="engine_version", value=version)
     return v

@@ -82,6 +82,39 @@ LINE = {Kind.FULL: _attention, Kind.SLIDING: _attention, Kind.CHUNKED: _attentio
         Kind.STATE: _state, Kind.NONE: _none}
 
 
+def _concurrency_lines(plan: Plan, S: int, kv: int, seq: int) -> list[str]:
+    """The max-concurrency arithmetic: a state pool's (its tokens bind), each pipeline stage's own, dp ranks', one."""
+    dp = plan.deployment.dp
+    if plan.state_pool_bytes_per_gpu:  # the states in a pool of their own (SGLang's hybrids): the tokens bind
+        return _pooled_lines(plan, S)
+    if seq and len(plan.stages) > 1:
+        return _staged_concurrency(plan, S)
+    if seq and dp > 1:
+        return [f"Max concurrency at {S:,} tokens = {dp} dp ranks, each its own requests × floor({kv:,} / {seq:,})"
+                f" = {plan.max_concurrency:,}"]
+    if seq:
+        return [f"Max concurrency at {S:,} tokens = floor({kv:,} / {seq:,}) = {plan.max_concurrency:,}"]
+    return []
+
+
+def _staged_concurrency(plan: Plan, S: int) -> list[str]:
+    """Max concurrency under pipeline stages: each stage's GPU holds its own layers' share of every request in its
+    own KV room, so the stage with the fewest requests binds. The memory table's rows are each the worst over the
+    stages (the least KV room, the largest sequence), which may be two different stages: their quotient would
+    understate the answer (DeepSeek-V3 at pp 2: the 31-layer stage holds more weights' room than the 30-layer one)."""
+    per = [(s.layers, s.kv_memory_bytes, s.profile.sequence_bytes(S)) for s in plan.stages]
+    held = [max(0, kv) // seq for _, kv, seq in per if seq]
+    terms = [f"layers {a}-{b - 1}: floor({kv:,} / {seq:,}) = {max(0, kv) // seq:,}" for (a, b), kv, seq in per if seq]
+    dp = plan.deployment.dp
+    each = f"{dp} dp ranks, each its own requests × " if dp > 1 else ""
+    fewest = min(held) * dp
+    sums = (f"{min(held):,} × {dp} = " if dp > 1 else "") + f"{fewest:,}"
+    end = sums if fewest == plan.max_concurrency else f"{sums}; by the engine's own slot rule {plan.max_concurrency:,}"
+    return [f"Max concurrency at {S:,} tokens = {each}the fewest over {len(per)} pipeline stages "
+            "(each stage's GPU holds its layers' share of every request):", *(f"    {t}" for t in terms),
+            f"    = {end}"]
+
+
 def explain_lines(plan: Plan, model, gpu=None) -> list[str]:
     """--explain's arithmetic; the cache dtype named as `gpu` runs it (bf16 is fp16 where it has no BF16 math, as
     the header says), the bytes the same."""
@@ -119,14 +152,7 @@ def explain_lines(plan: Plan, model, gpu=None) -> list[str]:
         lines.append(f"KV memory per GPU = {share} = {gib(kv)}")
     else:
         lines.append(f"KV memory per GPU = {arg('kv_cache_memory')} = {gib(kv)}")
-    dp = plan.deployment.dp
-    if plan.state_pool_bytes_per_gpu:  # the states in a pool of their own (SGLang's hybrids): the tokens bind
-        lines += _pooled_lines(plan, S)
-    elif seq and dp > 1:
-        lines.append(f"Max concurrency at {S:,} tokens = {dp} dp ranks, each its own requests × floor({kv:,} / {seq:,})"
-                     f" = {plan.max_concurrency:,}")
-    elif seq:
-        lines.append(f"Max concurrency at {S:,} tokens = floor({kv:,} / {seq:,}) = {plan.max_concurrency:,}")
+    lines += _concurrency_lines(plan, S, kv, seq)
     lines.append(f"Max context at batch {r.batch} = {plan.max_context:,} tokens (limited by "
                  f"{plan.max_context_limited_by})")
     if plan.binds == "context limit":

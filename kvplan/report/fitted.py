@@ -11,6 +11,7 @@ and the table's caption says which (the JSON output has them all).
 from __future__ import annotations
 
 import re
+import textwrap
 from functools import lru_cache
 
 
@@ -158,8 +159,9 @@ def fitted_table(*, optional: tuple[str, ...] = (), drop_first: tuple[str, ...] 
 def print_stacked(console, table, key: int = 0) -> None:
     """Print `table` (a fitted_table, rows added) so that no cell of column `key` (a name, a row's label) is wrapped:
     where the table would not fit with those cells whole, each that does not fit goes on a line of its own above its
-    row, whose `key` cell is left blank, and the other columns keep their whole figures (fit_widths). Every row is
-    printed as a one-row table under a header-only one, all at the same widths, so the columns line up."""
+    row (a label of words wrapped between them at the width, a name without spaces whole), whose `key` cell is left
+    blank, and the other columns keep their whole figures (fit_widths). Every row is printed as a one-row table under
+    a header-only one, all at the same widths, so the columns line up."""
     from rich.cells import cell_len
     from rich.text import Text
 
@@ -194,7 +196,9 @@ def print_stacked(console, table, key: int = 0) -> None:
     console.print(part(True))
     for i, row in enumerate(rows):
         if i in stacked:
-            console.print(Text(names[i]), overflow="ignore", crop=False, soft_wrap=True)
+            # a label of words wraps between them at the width; a name without spaces stays whole
+            label = "\n".join(textwrap.wrap(names[i], width, break_long_words=False, break_on_hyphens=False))
+            console.print(Text(label or names[i]), overflow="ignore", crop=False, soft_wrap=True)
         console.print(part(False, row))
     if table.caption:
         console.print(table.caption)

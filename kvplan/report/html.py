@@ -15,7 +15,7 @@ import json
 
 from kvplan.core.errors import arg
 from kvplan.core.units import human_tokens, plural
-from kvplan.report.html_assets import BOOT as _BOOT, CSP as _CSP, RENDER as _RENDER, STYLE as _STYLE
+from kvplan.report.html_assets import RENDER as _RENDER, STYLE as _STYLE, page_head
 
 GIB = 2**30
 MAX_TABLE_ROWS = 2000
@@ -342,11 +342,7 @@ def render_html(rows: list[dict], *, title: str = "kvplan sweep", summary: list[
         skipped_html = ("<h2>Skipped deployments</h2><ul>"
                         + "".join(f"<li>{_esc(s)}</li>" for s in skipped) + "</ul>")
     return "".join([
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
-        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_esc(title)}</title><style>{_STYLE}</style>",
-        f"<script>{_BOOT}</script>",
+        page_head(title, _STYLE),
         f"<script>{plotly_js}</script></head><body>",
         f"<h1>{_esc(title)}</h1>",
         "".join(f'<p class="meta">{_esc(line)}</p>' for line in summary),

@@ -1,8 +1,10 @@
 """The sweep page's fixed parts (kvplan.report.html): its Content-Security-Policy (no network fetch, inline scripts
 and styles only), stylesheet, the script that shows a page error in the page, and the script that draws the charts
 and makes the table sortable and filterable. The simulation page (kvplan.report.simulation) shares the policy and
-the error script.
+the error script, and both open with `page_head`.
 """
+
+import html
 
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
        "img-src data: blob:; font-src data:")
@@ -75,3 +77,12 @@ RENDER = """
   });
 })();
 """
+
+
+def page_head(title: str, style: str) -> str:
+    """A page's opening up to its scripts: doctype, the policy, the viewport, `title` escaped, `style`, and BOOT (so
+    an error in what follows shows in the page). The sweep and simulation pages both start so."""
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{html.escape(str(title), quote=True)}</title><style>{style}</style><script>{BOOT}</script>")

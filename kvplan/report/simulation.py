@@ -14,8 +14,8 @@ import html
 
 from kvplan.core.units import plural
 from kvplan.report.html import safe_json
-from kvplan.report.html_assets import BOOT as _BOOT, CSP as _CSP
-from kvplan.simulator.results import SERIES_COLUMNS
+from kvplan.report.html_assets import page_head
+from kvplan.simulator.results import SERIES_COLUMNS, load_of
 
 GIB = 2**30
 COLOURS = ("#4c78a8", "#e45756", "#f58518", "#54a24b", "#b279a2", "#9d755d")
@@ -65,12 +65,13 @@ def _drain(time: dict) -> str:
 def _overload(summary: dict) -> list[tuple[str, str]]:
     """A 'load' line where requests arrived faster than the deployment served them: the queue then grows for as long
     as arrivals last and every latency figure reads the queue, not the engine (an open loop past its capacity)."""
-    time, arrived = summary["time"], summary["requests"]["arrived"]
-    last, end, served = time.get("last_arrival_s"), time["makespan_s"], summary["throughput"]["requests_per_s"]
-    if not last or not arrived or end - last < 0.25 * end or served >= 0.9 * arrived / last:
+    time = summary["time"]
+    load = summary.get("load") or load_of(summary["requests"]["arrived"], time.get("last_arrival_s") or 0.0,
+                                          time["makespan_s"], summary["throughput"]["requests_per_s"])
+    if not load["overloaded"]:
         return []
-    return [("load", f"overloaded: {arrived / last:,.2f} req/s arrived, {served:,.2f} req/s served; the queue grows "
-                     "while arrivals last")]
+    return [("load", f"overloaded: {load['arrived_per_s']:,.2f} req/s arrived, {load['served_per_s']:,.2f} req/s "
+                     "served; the queue grows while arrivals last")]
 
 
 def summary_lines(summary: dict) -> list[tuple[str, str]]:
@@ -226,10 +227,7 @@ def render_html(meta: dict, runs: dict, title: str = "kvplan simulate") -> str:
                         if not isinstance(v, (dict, list)) and v is not None)
     charts = "".join(f'<div class="chart" id="chart-{name}"></div>' for name in figs)
     return "".join([
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
-        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{esc(title)}</title><style>{_STYLE}</style><script>{_BOOT}</script>",
+        page_head(title, _STYLE),
         f"<script>{plotly_js}</script></head><body><h1>{esc(title)}</h1>", described,
         f'<p class="meta">{esc(step_note(meta))}</p><div id="errors"></div><table>{head}{body}</table>', charts,
         f'<script type="application/json" id="kvplan-figures">{safe_json(figs)}</script>',

@@ -285,6 +285,12 @@ def _per_token(p: Plan) -> str:
     return human_bytes(p.kv_bytes_per_token)
 
 
+def _pool_tokens(p) -> str:
+    """The deployment's KV pool tokens; with dp ranks, each its own engine printing its own pool, as D x one's."""
+    dp = p.deployment.dp
+    return f"{p.kv_cache_tokens:,}" + (f" ({dp} × {p.kv_cache_tokens // dp:,})" if dp > 1 else "")
+
+
 def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], calibrated: list | None = None) -> None:
     """A table per question: the memory budget line by line, then the answers; `calibrated`: each plan's
     decode step under kvplan.speed's calibrated model (shown above the roofline's lower bound)."""
@@ -311,8 +317,9 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], cali
         ("KV per token (all its GPUs)", _per_token),
         ("KV per sequence (all its GPUs)", lambda p: human_bytes(p.kv_bytes_per_sequence)),
         # the pool counted as an engine prints it (a hybrid's windowed layers hold fewer), then what the requests
-        # that fit at the context use of it: neither is summed over GPUs (every tp rank holds its share of each)
-        ("KV pool tokens (as engines count)", lambda p: f"{p.kv_cache_tokens:,}"),
+        # that fit at the context use of it: neither is summed over GPUs (every tp rank holds its share of each);
+        # dp ranks are engines of their own, so the deployment's pools are summed and one's is shown beside them
+        ("KV pool tokens (as engines count)", _pool_tokens),
         (f"tokens requests can use @ {human_tokens(first.request.context)}",
          lambda p: f"{p.max_concurrency * p.request.context:,}"),
         (f"max concurrency @ {human_tokens(first.request.context)}", lambda p: f"{p.max_concurrency:,}"),

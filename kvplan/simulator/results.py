@@ -212,6 +212,7 @@ class Recorder:
                         "pct_meeting_slo": 100.0 * good / len(done) if done else 0.0, "requests_per_s": good / T},
             "littles_law": {"mean_in_system": self.area_system / T,
                             "throughput_x_mean_latency": (len(done) / T) * (sum(e2e) / len(e2e)) if e2e else 0.0},
+            "load": load_of(self.arrived_count, max(self.arrival, default=0.0), T, len(done) / T),
         }
 
     def _itl(self, done: list[int]) -> dict:
@@ -244,3 +245,12 @@ class Recorder:
         internal = reserved - written - future
         return {"token_states": 100 * written / cap, "reservation": 100 * future / cap,
                 "internal_fragmentation": 100 * internal / cap, "unused": 100 * (cap - reserved) / cap}
+
+
+def load_of(arrived: int, last_arrival_s: float, makespan_s: float, served_per_s: float) -> dict:
+    """Whether requests arrived faster than the run served them (an open loop past its capacity): the run goes on
+    well past its last arrival (a quarter of it or more) and serves under 90% of the arrival rate, so its queue grew
+    for as long as arrivals lasted and its latencies read that queue, not the engine. `simulate`'s "load" line."""
+    rate = arrived / last_arrival_s if last_arrival_s and arrived else None
+    over = rate is not None and makespan_s - last_arrival_s >= 0.25 * makespan_s and served_per_s < 0.9 * rate
+    return {"overloaded": over, "arrived_per_s": rate, "served_per_s": served_per_s}

@@ -27,6 +27,7 @@ import torch
 from kvplan import __version__
 from kvplan.core.dtypes import DType, canonical_kv_dtype
 from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError, arg, out_of_range
+from kvplan.core.meminfo import mem_available
 from kvplan.core.units import human_bytes
 from kvplan.model.spec import ModelSpec, weight_bytes
 from kvplan.planning.plan import activation_estimate
@@ -89,13 +90,9 @@ def available_bytes(dev: torch.device) -> int | None:
     memory when /proc is absent). None when neither can be read."""
     if dev.type == "cuda":
         return torch.cuda.mem_get_info(dev)[0]
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024  # the kernel's kB are KiB
-    except (OSError, ValueError, IndexError):
-        pass
+    available = mem_available()
+    if available is not None:
+        return available
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):

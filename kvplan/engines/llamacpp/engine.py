@@ -39,7 +39,7 @@ from kvplan.core.dtypes import KV_DTYPES, DType
 from kvplan.engines.context import engine_length, llamacpp_rule
 from kvplan.engines.base import Capacity, Engine, Figure, check_opts, check_version_name, opt_bool, opt_int
 from kvplan.engines.llamacpp import uma as llamacpp_uma
-from kvplan.engines.options import opt_bytes
+from kvplan.engines.options import opt_shared_bytes
 from kvplan.engines.checkpoint_kv import KvRule
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
@@ -97,7 +97,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
         raise KvplanError(f"unknown {arg('engine_opts')} type_v {opts['type_v']!r}", EXIT_USAGE, param="engine_opts",
                           value={"type_v": opts["type_v"]})
     fa = opt_bool(opts, "flash_attn", version in ("2025-08", "current"))  # "auto" since Aug/Sep 2025
-    held = opt_bytes(opts, "os_memory", None)
+    held = opt_shared_bytes(opts, "os_memory", None, gpu)
     return Settings(version, opt_int(opts, "n_ubatch", 512), fa, opt_bool(opts, "kv_unified", False),
                     opt_bool(opts, "swa_full", False), kv, tv, held, llamacpp_uma.os_share(gpu, held))
 

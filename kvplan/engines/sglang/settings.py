@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.base import check_opts, check_version, opt_bool, opt_float, opt_int, parse_version
-from kvplan.engines.options import opt_bytes
+from kvplan.engines.options import opt_shared_bytes
 from kvplan.engines.context import engine_length
 from kvplan.engines.sglang import allreduce as sglang_allreduce
 from kvplan.engines.sglang import attention as sglang_attention
@@ -149,7 +149,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
 def _unified(model, gpu, version: str, frac: float, opts: dict) -> dict:
     """The OS's share and the page cache on a unified-memory GPU, as stated, and what they take from the pool
     (kvplan.engines.sglang.uma; 0 on a discrete GPU, where the warnings say the options are ignored)."""
-    os_memory, cache = opt_bytes(opts, "os_memory", None), opt_bytes(opts, "page_cache", None)
+    os_memory, cache = opt_shared_bytes(opts, "os_memory", None, gpu), opt_shared_bytes(opts, "page_cache", None, gpu)
     taken = sglang_uma.overhead_bytes(gpu, version, frac, os_memory, cache, weight_bytes(model).total)
     return {"os_memory": os_memory, "page_cache": cache, "uma_bytes": taken,
             "os_held": sglang_uma.os_share(gpu, os_memory)}

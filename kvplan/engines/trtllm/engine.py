@@ -48,7 +48,7 @@ from kvplan.engines.trtllm import layout as adp
 from kvplan.engines.trtllm import mlp_split
 from kvplan.engines.trtllm import cache_dtype as trtllm_cache_dtype
 from kvplan.engines.trtllm import uma as trtllm_uma
-from kvplan.engines.options import opt_bytes
+from kvplan.engines.options import opt_shared_bytes
 from kvplan.model.spec import weight_bytes
 
 VERSIONS = ("0.20.0", "1.2.0")
@@ -83,7 +83,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     tpb = opt_int(opts, "tokens_per_block", 32)
     if tpb < 1:
         raise KvplanError("tokens_per_block must be at least 1", EXIT_USAGE)
-    held, cache = opt_bytes(opts, "os_memory", None), opt_bytes(opts, "page_cache", None)
+    held, cache = opt_shared_bytes(opts, "os_memory", None, gpu), opt_shared_bytes(opts, "page_cache", None, gpu)
     used = trtllm_uma.used_bytes(gpu, held, cache, weight_bytes(model).total)  # 0 where it does not apply
     return Settings(version, opt_float(opts, "free_gpu_memory_fraction", float(frac)), tpb,
                     opt_int(opts, "max_num_tokens", 8192), held, cache, used)

@@ -21,10 +21,9 @@ from kvplan.engines.base import parse_version
 from kvplan.engines.log_weights import log_weight_dtype
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
 from kvplan.engines.logdates import bound_note, released_by
-from kvplan.engines.logparse import deployment_said
+from kvplan.engines.logrecord import logged_deployment
 from kvplan.engines.trtllm import engine as trt
 from kvplan.engines.trtllm import releases as trt_releases
-from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
 
 # Lines of the pool the PyTorch backend (and the executor's KVCacheManager) prints; a log with none of them is the
@@ -59,10 +58,7 @@ def reconcile_trtllm(rec, model, gpu, version, kv_name, tp, weight_dtype: str | 
         return out
     out.notes.append(f"the log does not name its model; checked as {model.name} ({arg('model')})" if not rec.model else
                      f"the log's model {rec.model} checked as {model.name}")
-    if not (tp or rec.tp):
-        out.notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
-    dep = Deployment(tp or rec.tp or 1, rec.pp or 1)
-    out.notes.append(deployment_said(dep, rec, tp))
+    dep = logged_deployment(rec, tp, out.notes)
     engine, st, req = _setup(rec, model, dep, version, kv_name, weight_dtype, out)
     kvd = req.kv_dtype
     bpt = trt.rank_bytes_per_token(model, dep, kvd)

@@ -9,7 +9,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.base import check_opts, check_version, opt_bool, opt_int, parse_version
 from kvplan.engines.context import engine_length
 from kvplan.engines.emit import kv_dtype_arg
-from kvplan.engines.options import opt_bytes, opt_choice
+from kvplan.engines.options import opt_choice, opt_shared_bytes
 from kvplan.engines.vllm import multimodal, pre_mla
 from kvplan.engines.vllm.cache_dtype import check_flag
 from kvplan.engines.vllm.awq_dequant import forced as awq_forced
@@ -135,8 +135,9 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     flashinfer_sampler=opt_bool(opts, "flashinfer_sampler", True) if "flashinfer_sampler" in opts
                     else None, mxfp4_backend=opt_choice(opts, "mxfp4_backend", None, MXFP4_BACKENDS),
                     weight_dtype=req.weight_dtype, v1_fallback=fell_back,
-                    os_memory=opt_bytes(opts, "os_memory", None), host_growth=opt_bytes(opts, "host_growth", 0),
-                    page_cache=opt_bytes(opts, "page_cache", None), max_model_len=engine_length(model, req),
+                    os_memory=opt_shared_bytes(opts, "os_memory", None, gpu),
+                    host_growth=opt_shared_bytes(opts, "host_growth", 0, gpu),
+                    page_cache=opt_shared_bytes(opts, "page_cache", None, gpu), max_model_len=engine_length(model, req),
                     v0_chunk_note=chunk_note, chunked_prefill_asked=asked,
                     engine_note=engine_note(v, found, use_v1, v1, gpu, has_mla), use_v1=use_v1, mla_note=mla_note,
                     **dict(zip(STATE_OPTS, state_options(opts, v))), ssm_dtype_read=read_ssm_dtype(model),

@@ -13,7 +13,8 @@ from kvplan.core.units import signed
 from kvplan.engines import resolve_engine
 from kvplan.engines.base import Capacity, parse_version
 from kvplan.engines.logdates import bound_note, released_by
-from kvplan.engines.logparse import Num, deployment_said
+from kvplan.engines.logparse import Num
+from kvplan.engines.logrecord import logged_deployment
 from kvplan.engines.log_weights import log_weight_dtype
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
 from kvplan.engines.vllm import releases as vllm_releases
@@ -24,7 +25,7 @@ from kvplan.engines.vllm.non_torch import CORPUS_CAPABILITY, corpus_gpu, dtype_b
 from kvplan.engines.vllm.sampler import CORPUS_SM_COUNT, triton_buffer_bytes
 from kvplan.engines.vllm.overhead import cudagraph_estimate
 from kvplan.hardware.gpus import GPU
-from kvplan.planning.deploy import Deployment, split_layers
+from kvplan.planning.deploy import split_layers
 from kvplan.planning.plan import Request
 
 
@@ -102,10 +103,7 @@ def _vllm_context(rec, model, gpu, version, tp):
     length = s.get("max_model_len") or (model.max_context if model else None)
     if length is None:
         raise KvplanError(f"the log does not show max_model_len; pass {arg('model')}", EXIT_USAGE, param="model")
-    if not (tp or rec.tp):
-        out.notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
-    dep = Deployment(tp or rec.tp or 1, rec.pp or 1)
-    out.notes.append(deployment_said(dep, rec, tp))
+    dep = logged_deployment(rec, tp, out.notes)
     total = s.get("total_gpu_memory_gib")
     if gpu is None and not isinstance(total, Num):
         out.notes.append(f"no {arg('gpu')} and no total_gpu_memory in the log: the GPU's figures are an assumed "

@@ -1,0 +1,195 @@
+"""A new user's first hour (issues 21/22, round 38): figures one output gave that contradicted each other, a table
+line past 80 columns, and notes that quoted figures the README no longer shows, each found by running the README's
+commands and every subcommand from a fresh clone, and pinned here by the command a user runs."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from typer.testing import CliRunner
+
+from conftest import REPO
+
+
+def _run(*args: str, env: dict | None = None):
+    from kvplan.cli import app
+
+    r = CliRunner().invoke(app, list(args), env=env)
+    assert r.exit_code == 0, r.output
+    return r
+
+
+def test_sglang_emit_margin_counts_the_tokens_a_hybrids_state_slots_leave():
+    # Qwen3.5-27B on an H200 under SGLang 0.5.23, bf16 states: the KV budget ("rest") is 70,118,679,479 B; the
+    # state pool takes (422 + 1 padding) slots x 78,446,592 B = 33,182,908,416 B first (mamba_full_memory_ratio
+    # 0.9), so the token pool holds (70,118,679,479 - 33,182,908,416) // 65,536 B a token = 563,595 tokens, the
+    # table's max_total_num_tokens. The margin note said 70,118,679,479 // 65,536 = 1,069,926: the whole budget.
+    r = _run("fit", "qwen3.5-27b", "--gpu", "h200-sxm", "--engine", "sglang", "--ctx", "32k", "--engine-opt",
+             "mamba_ssm_dtype=bfloat16", "--emit", "sglang", "--json")
+    doc = json.loads(r.stdout)
+    plan = doc["plans"][doc["recommended"]]
+    kv, states = plan["kv_memory_bytes_per_gpu"], plan["state_pool_bytes_per_gpu"]
+    assert (kv, states, plan["kv_bytes_per_token_per_gpu"]) == (70_118_679_479, 423 * 78_446_592, 65_536)
+    assert plan["kv_cache_tokens"] == (kv - states) // 65_536 == 563_595
+    margin = doc["emit_margin"]  # the stderr line `fit --emit sglang` prints without --json
+    assert "kvplan expects about 563,595 tokens in the pool" in margin, margin
+    # the lowest fraction keeps 10% over 32,768 tokens after the slots: its pool holds 36,045 tokens or more, and
+    # the fraction 0.01 below it does not (the slots scale with the budget under the ratio rule)
+    low = float(re.search(r"the lowest value that keeps 10% is ([0-9.]+)", margin)[1])
+    assert 0.3 < low < 0.5
+
+
+def test_explain_under_pipeline_stages_works_each_stages_own_quotient():
+    # DeepSeek-V3 on 8 x H200 at tp 1 x pp 2 x dp 4, fp8 cache, 131,072 tokens: an MLA layer caches 512 + 64 values
+    # of 1 B a token, so the 31-layer stage (layers 0-30) holds 31 x 576 x 131,072 = 2,340,421,632 B a request and
+    # the 30-layer one 30 x 576 x 131,072 = 2,264,924,160 B. Each stage's GPU has its own KV room; the answer is
+    # the fewest requests over the stages, x 4 dp ranks. --explain divided the least room (the second stage's,
+    # heavier in weights) by the largest sequence (the first stage's): 16 x 4 = 64 beside an answer of 68.
+    flags = ("fit", "deepseek-v3", "--gpu", "h200", "--tp", "1", "--pp", "2", "--dp", "4", "--ep", "4",
+             "--ctx", "128k", "--kv-dtype", "fp8")
+    answer = json.loads(_run(*flags, "--json").stdout)["max_concurrency"]
+    text = _run(*flags, "--explain").stdout
+    stages = re.findall(r"layers (\d+)-(\d+): floor\(([\d,]+) / ([\d,]+)\) = (\d+)", text)
+    assert [(a, b) for a, b, *_ in stages] == [("0", "30"), ("31", "60")]
+    seqs = [int(s.replace(",", "")) for *_, s, _ in stages]
+    assert seqs == [31 * 576 * 131_072, 30 * 576 * 131_072] == [2_340_421_632, 2_264_924_160]
+    held = [int(kv.replace(",", "")) // seq for (_, _, kv, _, _), seq in zip(stages, seqs)]
+    assert held == [int(n) for *_, n in stages]
+    assert f"= {min(held)} × 4 = {answer}" in text and min(held) * 4 == answer
+    assert all(len(line) <= 80 for line in text.splitlines())
+
+
+def test_check_log_wraps_a_label_longer_than_the_terminal_between_its_words():
+    # The README's TensorRT-LLM example (TensorRT-LLM#6294's log, a training record): the concurrency row's label,
+    # "max concurrency at max_seq_len 157 (kvplan's blocks / 5); printed: the engine's request limit", is 93
+    # characters; stacked above its figures it was printed whole, past an 80-column terminal. It now wraps between
+    # words, and the figures beside it stay whole: 26,885 blocks / 5 a request = 5,377.
+    log = REPO / "tests" / "fixtures" / "logs" / "corpus" / "trtllm-6294-llama31-8b-fp8-h100.log"
+    out = _run("check-log", str(log), "--model", "llama-3.1-8b-instruct", "--engine-version", "0.20.0",
+               env={"COLUMNS": "80"}).stdout
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    assert "max concurrency at max_seq_len 157 (kvplan's blocks / 5); printed: the engine's request limit" \
+        in " ".join(out.split())
+    assert "5,377.00x" in out and 26_885 // 5 == 5_377
+
+
+def test_vllm_emit_margin_quotes_the_readmes_held_out_budget_figure():
+    # `fit --emit vllm` states how far kvplan's budget can be trusted: it said "within 5% of vLLM's on 27 of 28
+    # held-out logs" while the README's held-out summary (benchmarks/budget_corpus.py --markdown) reads 31/32.
+    from kvplan.engines.vllm import boot
+
+    readme = (REPO / "README.md").read_text()
+    row = re.search(r"^\| available kv \| (\d+) \|.*\| (\d+)/(\d+) within 5% \|", readme, re.M)
+    assert row and row[1] == row[3]
+    assert (boot.HELD_OUT_WITHIN, boot.HELD_OUT_RECORDS) == (int(row[2]), int(row[3]))
+    doc = json.loads(_run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "32k", "--emit", "vllm", "--json").stdout)
+    assert doc["emit_margin"].endswith(f"(kvplan's budget is within 5% of vLLM's on {row[2]} of {row[3]} held-out "
+                                       "logs)")
+
+
+def test_readme_qwen35_state_pool_sentence_is_what_fit_prints():
+    # README "Hybrids' state pool under SGLang": Qwen3.5-27B at 256k on an H200 (SGLang 0.5.23, its default fit). It
+    # quoted 65.69 / 31.11 / 34.58 / 18.58 GiB, a budget since moved (the sentence's own arithmetic held, the figures
+    # no longer matched the command). Now: KV cache - state pool = token pool; token pool - 262,144 x 65,536 B
+    # (16.00 GiB) = free; the budget less the batch alone would be the "not" figure.
+    flat = " ".join((REPO / "README.md").read_text().split())
+    m = re.search(r"Qwen3\.5-27B at 256k on an H200 reads ([\d.]+) GiB KV cache − ([\d.]+) GiB state pool = "
+                  r"([\d.]+) GiB "
+                  r"token pool − 16\.00 GiB = ([\d.]+) GiB free \(not ([\d.]+) GiB\), and a request holds 16 GiB of "
+                  r"tokens \+ its 3 state slots \(its own and 2 tracking\) = ([\d.]+) GiB", flat)
+    assert m, "the README's Qwen3.5-27B state-pool sentence moved"
+    doc = json.loads(_run("fit", "qwen3.5-27b", "--gpu", "h200-sxm", "--engine", "sglang", "--json").stdout)
+    p = doc["plans"][0] if "plans" in doc else doc
+    gib = 2**30
+    assert p["context"] == 262_144 and p["kv_used_bytes_per_gpu"] == 262_144 * 65_536 == 16 * gib
+    got = [p["kv_memory_bytes_per_gpu"], p["state_pool_bytes_per_gpu"], p["token_pool_bytes_per_gpu"],
+           p["free_bytes_per_gpu"], p["kv_memory_bytes_per_gpu"] - p["kv_used_bytes_per_gpu"],
+           p["kv_bytes_per_sequence_per_gpu"]]
+    assert [f"{b / gib:.2f}" for b in got] == list(m.groups())
+    assert p["kv_bytes_per_sequence_per_gpu"] == 16 * gib + 3 * 153_944_064  # the 3 slots a running request holds
+
+
+def test_readme_front_end_figures_are_the_shipped_ingress():
+    # README's front-end paragraph quoted vLLM 10.6 ms, SGLang 2.1, TensorRT-LLM 24.0 (the twenty-fourth round's),
+    # "about 94 requests a second" and a burst of 1,000 waiting 11.0 s; `simulate` prints the shipped fit's ingress
+    # (vLLM 6.2 ms): 1 / 0.0062 = 161 requests a second, 1,000 x 6.2 ms = 6.2 s.
+    coef = json.loads((REPO / "kvplan" / "speed" / "coefficients.json").read_text())["engines"]
+    ingress = {e: coef[e]["coefficients"]["ingress"] for e in ("vllm", "sglang", "trtllm")}
+    flat = " ".join((REPO / "README.md").read_text().split())
+    m = re.search(r"\(vLLM ([\d.]+) ms, SGLang ([\d.]+), TensorRT-LLM ([\d.]+) in the shipped fit", flat)
+    assert m and [float(x) for x in m.groups()] == [round(ingress[e] * 1e3, 1) for e in ("vllm", "sglang", "trtllm")]
+    assert f"1 / ingress (about {int(1 / ingress['vllm'])} requests a second on vLLM)" in flat
+    assert f"1,000 prompts has the {1000 * ingress['vllm']:.1f} s its requests wait" in flat
+    assert f"check-bench's lacked the {1000 * ingress['vllm']:.1f} s" in flat
+    # and the GPUStack burst the sentence quotes, as tests/test_frontend_queue.py computes it (a training point)
+    import math
+    from pathlib import Path
+
+    import test_frontend_queue as fq
+    from kvplan.bench.running import running
+    from kvplan.speed.corpus import read_corpus
+    from kvplan.speed.fit import build_all, settle
+
+    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    case = next(c for c in cases if (c.source, c.id) == ("gpustack-perflab-deepseek-r1-h200", "L379-vllm"))
+    (built,), _ = build_all([case], running)
+    corpus = settle(built, fq.coefficients(case.era))["ttft"]
+    run = fq.BenchRun("vllm-json", "the run", fq.Settings(model="deepseek-r1", engine="vllm", engine_version="0.11.0",
+                                                         tp=8, isl=128, osl=4, request_rate=math.inf, num_prompts=1000))
+    simulated = fq._predicted(run, "h200")[0]["ttft"].mean
+    assert f"check-bench's TTFT {simulated:.2f} s, the corpus model's {corpus:.2f} s" in flat
+
+
+def test_pool_tokens_under_dp_show_one_engines_pool_beside_the_sum():
+    # DeepSeek-V3 at dp 8 + ep 8 on H200s, vLLM (--emit vllm): each dp rank is an engine printing its own "GPU KV
+    # cache size", 6,043 blocks x 64 tokens = 386,752; the answers' "KV pool tokens (as engines count)" read
+    # 3,094,016, the 8 pools summed, which no engine prints. The cell now says 3,094,016 (8 × 386,752).
+    r = _run("fit", "deepseek-v3", "--gpu", "h200", "--dp", "8", "--ep", "8", "--ctx", "32k", "--emit", "vllm",
+             env={"COLUMNS": "80"})
+    assert 6_043 * 64 == 386_752 and 8 * 386_752 == 3_094_016
+    assert re.search(r"KV pool tokens \(as engines count\) │ +3,094,016 \(8 × 386,752\)", r.stdout), r.stdout
+    assert re.search(r"GPU KV cache size +│ +386,752 tokens", r.stdout)
+    one = _run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "32k", env={"COLUMNS": "80"}).stdout
+    assert re.search(r"KV pool tokens \(as engines count\) │ +[\d,]+ $", one, re.M)  # no dp: the pool alone
+
+
+def test_disagg_says_why_a_pools_command_names_another_utilisation():
+    # The README's first disagg example: the decode pool is planned at vLLM's 0.92 (KV 50.55 GiB/GPU, 143
+    # requests of 9,216 tokens), and its command asks --gpu-memory-utilization 0.95 with no word why. `fit --emit
+    # vllm` says why on a margin line; disagg now says it for each pool: 143 x 9,216 tokens x 40,960 B a token on a
+    # tp-8 rank (80 layers x K and V x 1 KV head x 128 x 2 B) = 53,980,692,480 B = 50.27 GiB, plus 5%.
+    r = _run("disagg", "llama-3.1-70b", "--gpu", "h100", "--isl", "8192", "--osl", "1024", "--prefill-tp", "4",
+             "--decode-tp", "8")
+    assert 143 * 9_216 * (80 * 2 * 1 * 128 * 2) == 53_980_692_480
+    assert "holds 143 requests of 9,216 tokens" in r.stdout and "--gpu-memory-utilization 0.95" in r.stdout
+    note = next(line for line in r.stderr.splitlines() if line.startswith("decode command: margin:"))
+    assert "at --gpu-memory-utilization 0.95 (raised from 0.92" in note and "143 x 9,216 tokens need 50.27 GiB" in note
+    assert any(line.startswith("prefill command: margin:") for line in r.stderr.splitlines())
+
+
+def test_simulate_json_carries_the_load_line_the_table_shows():
+    # The README's simulate example, shortened: 70B at tp 4 on H100s, chat at 20 req/s for 20 s. The table says
+    # "load │ overloaded: A req/s arrived, S req/s served"; --json had no such field. Now summary["load"] holds
+    # the same two rates and the verdict: arrived = requests / last arrival, served = completed / makespan.
+    args = ("simulate", "llama-3.1-70b", "--gpu", "h100", "--gpus", "4", "--workload", "chat", "--qps", "20",
+            "--duration", "20")
+    summary = next(iter(json.loads(_run(*args, "--json").stdout)["runs"].values()))["summary"]
+    load, time = summary["load"], summary["time"]
+    assert load["arrived_per_s"] == summary["requests"]["arrived"] / time["last_arrival_s"]
+    assert load["served_per_s"] == summary["requests"]["completed"] / time["makespan_s"]
+    assert load["overloaded"] and load["served_per_s"] < 0.9 * load["arrived_per_s"]
+    text = " ".join(_run(*args, env={"COLUMNS": "80"}).stdout.split())
+    assert f"overloaded: {load['arrived_per_s']:,.2f} req/s arrived, {load['served_per_s']:,.2f} req/s served" in text
+
+
+def test_a_layer_kind_refusal_names_the_engines_that_plan_it():
+    # Qwen3.5-27B (Gated DeltaNet states) under TensorRT-LLM is refused, and the refusal said only "plan it with the
+    # default engine", while `fit qwen3.5-27b --engine sglang` (the README's own example) and `--engine vllm` plan it
+    from kvplan.cli import app
+
+    r = CliRunner().invoke(app, ["fit", "qwen3.5-27b", "--gpu", "h100", "--engine", "trtllm"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "--engine sglang" in r.stderr and "--engine vllm" in r.stderr and "--engine trtllm" not in r.stderr
+    for engine in ("sglang", "vllm"):
+        _run("fit", "qwen3.5-27b", "--gpu", "h100", "--engine", engine)

@@ -48,3 +48,15 @@ def test_the_sglang_cookbook_mi300x_cells_draw_their_lengths():
     mine = [c for c in cases if c.source in ("sglang-docs-minimax-m2.7-benchmarks", "sglang-docs-gemma4-benchmarks")]
     assert len(mine) == 12
     assert all(c.load.drawn and c.load.isl == 500.0 and c.load.osl == 500.0 for c in mine)
+
+
+def test_the_0_5_16_mi300x_gemma4_cells_draw_their_lengths_too():
+    # round 38: "random ISL/OSL 8192/1024" and no ratio (the NVIDIA cells of the same file state 1.0); sglang 0.5.16's
+    # bench_serving defaults --random-range-ratio to 0.0 (wheel sglang/benchmark/serving.py L2281-2287): means
+    # 8192 x (1 + 0) / 2 = 4,096 and 1024 x (1 + 0) / 2 = 512. The table's c4096 median TTFT, 2,645 s, is half a
+    # drawn run (4,096 x 512.5 / 401 tok/s = 5,235 s), not half a fixed one (10,460 s).
+    cases, _ = read_corpus(CORPUS)
+    mine = [c for c in cases if c.source == "sglang-docs-gemma4-benchmarks-v0.5.16"]
+    assert len(mine) == 6 and all(c.load.drawn and (c.load.isl, c.load.osl) == (4096.0, 512.0) for c in mine)
+    nvidia = [c for c in cases if c.source == "sglang-docs-gemma4-benchmarks-nvidia-v0.5.16"]
+    assert nvidia and not any(c.load.drawn for c in nvidia)

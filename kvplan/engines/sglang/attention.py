@@ -72,9 +72,23 @@ AITER, AITER_FROM, AITER_CONTEXT, AITER_SCALE = "aiter", (0, 4, 7), 8192, 0.85
 # 16 or 128 (kvplan.speed.mlaform.AITER_HEADS, which the speed model reads too), else triton. Architectures whose own
 # rule picks triton on ROCm: (name, first release, first release no more): GptOss (0.5.3 server_args.py L734-741
 # through 0.5.9; aiter from 0.5.10 L1704-1705, 0.5.23 gpt_oss.py L38-39), Olmo2 from 0.5.4 (L983-996; 0.5.23
-# olmo2.py L24-30). DSA models take nsa / dsa and are not cut. 0.5.23's other model_overrides/*.py (MiniMax-M3, Gemma 4,
-# MiniCPM, Qwen3-VL, ...) are not read for ROCm: planned with the general default.
-ROCM_TRITON = (("GptOssForCausalLM", (0,), (0, 5, 10)), ("Olmo2ForCausalLM", (0, 5, 4), None))
+# olmo2.py L24-30), Gemma 4 from its first release (below). DSA models take nsa / dsa and are not cut. 0.5.23's other
+# model_overrides/*.py (MiniMax-M3, MiniCPM, Qwen3-VL, ...) are not read for ROCm: planned with the general default.
+# Gemma 4 runs triton off compute capability 10.x whatever the platform, so never aiter and never the 0.85 cut:
+# "default_attention_backend = "trtllm_mha" if is_sm100_supported() else "triton"" set where no backend is named,
+# before the aiter test reads the resolved backend (0.5.16 wheel `srt/arg_groups/overrides.py` L704-720, aiter test
+# `srt/server_args.py` L5041-5042; 0.5.13.post1 `server_args.py` L2365-2386, run in _handle_model_specific_adjustments
+# before _handle_attention_backend_compatibility's test at L3018-3020; 0.5.23 `arg_groups/model_overrides/gemma4.py`
+# L17-44). 0.5.11 and 0.5.12 set triton for Gemma4ForConditionalGeneration only (`server_args.py` L2087-2090,
+# L2224-2227); 0.5.13 adds Gemma4ForCausalLM and Gemma4UnifiedForConditionalGeneration. A named backend outside
+# ("trtllm_mha", "triton", ...) SGLang refuses ("Gemma4 only supports trtllm_mha, triton, or intel_xpu attention
+# backend", 0.5.13.post1 L2395-2402, 0.5.16 L4706-4714): GEMMA4_BACKENDS.
+GEMMA4_FROM = {"Gemma4ForConditionalGeneration": (0,), "Gemma4ForCausalLM": (0, 5, 13),
+               "Gemma4UnifiedForConditionalGeneration": (0, 5, 13)}
+GEMMA4_BACKENDS = ("trtllm_mha", "triton")  # of FORCED's names, those SGLang's Gemma 4 assertion accepts
+GEMMA4_SM100 = (0, 5, 13)  # Gemma 4's trtllm_mha on capability 10.x, and its backend assertion: triton before
+ROCM_TRITON = (("GptOssForCausalLM", (0,), (0, 5, 10)), ("Olmo2ForCausalLM", (0, 5, 4), None),
+               *((arch, first, None) for arch, first in GEMMA4_FROM.items()))
 SM100_ONLY = ("trtllm_mla", "trtllm_mha")
 DSA_PAGE = 64
 # the backend a DSA model runs under when none is named, and its first release: "nsa" (0.5.8 server_args.py L1112
@@ -140,8 +154,8 @@ def _asymmetric(model) -> bool:
 def _mha_backend(model, gpu, version: str) -> tuple[str | None, str]:
     """(trtllm_mha or fa4, why) where SGLang `version` defaults this model without MLA to one on `gpu`, else
     (None, ""); a default 0.5.6.x run on capability 12 refused, as SGLang raises there."""
-    if not _mha_default(model, version):
-        return None, ""
+    if not _mha_default(model, version) or (_gemma4(model, version) and parse_version(version) < GEMMA4_SM100):
+        return None, ""  # 0.5.11-0.5.12 run Gemma 4 under triton on every GPU (GEMMA4_FROM's comment)
     v, cap = parse_version(version), capability_of(gpu)
     nvidia = vendor_of(gpu) == "NVIDIA"
     if (nvidia and cap is not None and cap[0] == 12 and MHA_ANY_BLACKWELL[0] <= v < MHA_ANY_BLACKWELL[1]
@@ -163,6 +177,12 @@ def _mha_backend(model, gpu, version: str) -> tuple[str | None, str]:
                           f"capability 10.x (server_args.py, {rule})")
 
 
+def _gemma4(model, version: str) -> bool:
+    """Whether SGLang `version` applies its own Gemma 4 backend rule to this architecture (GEMMA4_FROM)."""
+    first = GEMMA4_FROM.get(getattr(model, "architecture", None) or "")
+    return first is not None and parse_version(version) >= first
+
+
 def _dsa(model) -> bool:
     return any(isinstance(layer, IndexedMLA) for layer in model.layers)
 
@@ -182,6 +202,11 @@ def backend(model, gpu, version: str, opts: dict) -> tuple[str | None, str]:
             raise KvplanError(f"attention_backend={named}: SGLang runs it on compute capability 10.x only "
                               "(server_args.py: \"only supported on Blackwell GPUs (SM100)\")", EXIT_USAGE,
                               param="engine_opts", value=named)
+        if named not in GEMMA4_BACKENDS and _gemma4(model, version) and parse_version(version) >= GEMMA4_SM100:
+            raise KvplanError(f"attention_backend={named}: SGLang {version} runs Gemma 4 under "
+                              f"{' or '.join(GEMMA4_BACKENDS)} only (server_args.py: \"Gemma4 only supports "
+                              "trtllm_mha, triton, or intel_xpu attention backend\")", EXIT_USAGE,
+                              param="engine_opts", value=named, allowed=GEMMA4_BACKENDS)
         return named, f"attention_backend={named}"
     if not _mla(model):
         return _mha_backend(model, gpu, version)
@@ -252,6 +277,17 @@ def _rocm_default(model, version: str, tp_size: int) -> tuple[bool, str]:
     return True, f"SGLang {version} defaults a model without MLA to aiter on ROCm"
 
 
+def _own_triton(model, gpu, version: str) -> str:
+    """Said where an architecture's own rule runs it under triton on ROCm (ROCM_TRITON), so the fraction is not cut
+    where the general default (aiter) would have cut it; "" elsewhere."""
+    arch, v = getattr(model, "architecture", None), parse_version(version)
+    if not _rocm(gpu) or not any(arch == name and v >= first and (until is None or v < until)
+                                 for name, first, until in ROCM_TRITON):
+        return ""
+    return (f"SGLang {version} runs {arch} under triton on ROCm (its own rule), not aiter, so it does not cut the "
+            f"fraction by {AITER_SCALE} past {AITER_CONTEXT:,} tokens")
+
+
 def aiter_cut(model, gpu, version: str, opts: dict, tp_size: int, context: int) -> tuple[float, str]:
     """(the factor SGLang applies to mem_fraction_static under aiter, why; 1.0 and "" where none): 0.85 from 0.4.7
     where aiter runs (named, or ROCm's default) and the server's context exceeds 8,192 tokens (AITER_FROM)."""
@@ -265,7 +301,7 @@ def aiter_cut(model, gpu, version: str, opts: dict, tp_size: int, context: int) 
     else:
         return 1.0, ""
     if not on:
-        return 1.0, ""
+        return 1.0, _own_triton(model, gpu, version) if named is None else ""
     return AITER_SCALE, (f"{why}, and past {AITER_CONTEXT:,} tokens of context ({context:,}) SGLang scales "
                          f"mem_fraction_static by {AITER_SCALE} under aiter (sgl-project/sglang#6564; "
                          "model_runner.py / server_args.py: context_len > 8192)")

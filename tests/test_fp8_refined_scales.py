@@ -53,3 +53,15 @@ def test_the_plan_books_them_as_weights_and_says_so(monkeypatch):
     without = engine.result(FP8, H200, Deployment(8), Request(context=8192))
     _overhead_terms.cache_clear()  # nothing computed without the term outlives this test
     assert res.plan.weight_bytes_per_gpu - without.plan.weight_bytes_per_gpu == 20_791_296
+
+
+def test_pipeline_stages_count_their_own_moe_layers():
+    """DeepSeek-V3 block FP8 (../shared/configs/deepseek-ai__DeepSeek-V3.json: 61 layers, the first 3 dense, 58 MoE;
+    256 experts of 2,048; hidden 7,168) over tp 8 x dp 4 = 32 ranks: shard 64, block gcd(128, 64, 7,168) = 64. A MoE
+    layer on a rank, refined: 256 x (2 x 1 x 112 + 112 x 1) x 4 B = 344,064 B; the 1/32 share of the checkpoint's
+    256 x (2 x 16 x 56 + 56 x 16) x 4 B = 2,752,512 B is 86,016: +258,048 B a MoE layer. pp 2 cuts 31 + 30 layers,
+    3 dense + 28 MoE and 30 MoE: 30 layers' worth, not min(31, 58) = 31."""
+    dsv3 = find_in_catalog("deepseek-v3")
+    fp8 = dataclasses.replace(dsv3, quantization=Quantization("fp8", 128, quant_method="fp8"))
+    assert fp8_blocks.refined_scale_bytes(fp8, Deployment(8, pp=2, dp=4), (0, 33, 0)) == 30 * 258_048
+    assert fp8_blocks.refined_scale_bytes(fp8, Deployment(8, dp=4), (0, 33, 0)) == 58 * 258_048

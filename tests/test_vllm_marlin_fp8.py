@@ -122,3 +122,24 @@ def test_fp8_experts_scales_as_marlin_loads_them():
     plan = api.plan(moe, gpu="a100-sxm-80", engine="vllm", engine_version="0.30.0", tp=4, context=4096)
     said = [w.message for w in plan.warnings if "weight-only through Marlin" in w.message]
     assert len(said) == 1 and "not counted: the routed experts" in said[0]
+
+
+# DeepSeek-V3 block FP8 (../shared/configs/deepseek-ai__DeepSeek-V3.json: 61 layers, the first 3 dense (intermediate
+# 18,432), 58 MoE (256 experts and one shared expert of 2,048); hidden 7,168; MLA attention, whose shapes
+# marlin_dense_pad does not read: said, not counted) at tp 8 on A100. A rank's shards, Marlin's (K / 128, N) x 2 B less the checkpoint's
+# fp32 (N / 128, K / 128) x 4 B, all whole tiles:
+#   dense gate_up N 4,608, K 7,168: 56 x 4,608 x 2 - 36 x 56 x 4 = 508,032; down N 7,168, K 2,304: 18 x 7,168 x 2
+#   - 56 x 18 x 4 = 254,016: 762,048 a dense layer;
+#   shared gate_up N 512: 56 x 512 x 2 - 4 x 56 x 4 = 56,448; down K 256: 2 x 7,168 x 2 - 56 x 2 x 4 = 28,224;
+#   an expert (N 256): w13 (56, 512) + w2 (2, 7,168) x 2 B = 86,016 - (4 x 56 + 56 x 2) x 4 = 84,672, x 256 experts;
+# a MoE layer 84,672 + 256 x 84,672 = 21,760,704. pp 2 cuts 31 + 30 layers: 3 dense + 28 MoE = 611,585,856 B, and
+# 30 MoE = 652,821,120 B (622.6 MiB), the larger (not 31 MoE layers' worth: the first stage's 3 are dense).
+DSV3_MOE_LAYER = 84_672 + 256 * 84_672
+
+
+def test_pipeline_stages_count_their_own_moe_layers():
+    dsv3 = _with("deepseek-v3", 128)
+    assert DSV3_MOE_LAYER == 21_760_704
+    got, skipped = marlin_fp8.priced(dsv3, Deployment(8, pp=2), V, A100)
+    assert got == 30 * DSV3_MOE_LAYER == 652_821_120 > 3 * 762_048 + 28 * DSV3_MOE_LAYER
+    assert skipped == ["attention"]

@@ -133,3 +133,24 @@ def test_compressed_tensors_notes_say_what_is_not_counted():
     assert "actorder" in " ".join(w.message for w in early.warnings)
     blackwell = api.plan(_ct(symmetric=True), gpu="b200", engine_version="0.30.0", **common)
     assert "TRT-LLM MxInt4" in " ".join(w.message for w in blackwell.warnings)
+
+
+# DeepSeek-V3 (../shared/configs/deepseek-ai__DeepSeek-V3.json: 61 layers, first_k_dense_replace 3, so layers 0-2
+# dense and 58 MoE; hidden 7,168; 256 experts of moe_intermediate_size 2,048) as AWQ 4-bit group 32, split over
+# tp 8 x dp 8 = 64 ranks: N = 2,048 / 64 = 32, P = round_up(32, 64) = 64, d = 32. Per expert: qweight
+# 3 x 7,168 x 32 x 4 / 8 = 344,064; fp16 scales 2 x (7,168 / 32 x 2 x 32 + 32 / 32 x 7,168) = 43,008; packed zeros
+# (14,336 + 7,168) x 4 / 8 = 10,752: 397,824 B, x 256 experts = 101,842,944 B a MoE layer.
+DSV3_LAYER = 256 * (344_064 + 43_008 + 10_752)
+
+
+def test_pipeline_stages_count_their_own_moe_layers():
+    """pp 2 cuts 61 layers 31 + 30 (get_pp_indices: the remainder to the first stage): the first stage holds the 3
+    dense layers and 28 MoE layers, the second 30 MoE layers. The stage that pads most is the second, 30 layers, not
+    min(31 layers, 58 MoE layers) = 31. At pp 4 (15, 15, 16, 15: 12, 15, 16, 15 MoE) the largest is 16 either way."""
+    base = require_in_catalog("deepseek-v3")
+    model = dataclasses.replace(base, quantization=Quantization(method="int4", group_size=32, quant_method="awq"))
+    v, a100 = (0, 30, 0), find_gpu("a100-sxm-80")
+    assert DSV3_LAYER == 101_842_944
+    assert marlin_moe_pad.padded_bytes(model, Deployment(tp=8, pp=2, dp=8), v, a100) == 30 * DSV3_LAYER
+    assert marlin_moe_pad.padded_bytes(model, Deployment(tp=8, pp=4, dp=8), v, a100) == 16 * DSV3_LAYER
+    assert marlin_moe_pad.padded_bytes(model, Deployment(tp=8, dp=8), v, a100) == 58 * DSV3_LAYER

@@ -36,3 +36,14 @@ def test_no_note_where_nothing_pads_or_another_backend_runs():
     model = find_in_catalog("qwen3-30b-a3b")
     st = type("St", (), {"v": (0, 33, 0), "gpu": api.gpu("b200")})()
     assert moe_padding.padded_bytes(model, Deployment(tp=4, ep=4), st) == (0, 0, 0)  # experts whole a rank
+
+
+def test_pipeline_stages_count_their_own_moe_layers():
+    # Qwen3-30B-A3B's 48 layers are all MoE: pp 2 stages of 24 each, 24 x 100,663,296 B at tp 4. DeepSeek-V2-Lite
+    # (../shared/configs/deepseek-ai__DeepSeek-V2-Lite.json: 27 layers, first_k_dense_replace 1, 64 experts of 1,408,
+    # hidden 2,048, bf16) at tp 2 pp 2: 704 -> 768, 64 columns; 64 x 3 x 2,048 x 64 x 2 B = 50,331,648 B a MoE layer.
+    # get_pp_indices cuts 27 layers 14 + 13: the first stage 1 dense + 13 MoE, the second 13 MoE: 13 layers' worth.
+    st = type("St", (), {"v": (0, 33, 0), "gpu": api.gpu("b200")})()
+    assert moe_padding.padded_bytes(find_in_catalog("qwen3-30b-a3b"), Deployment(tp=4, pp=2), st)[2] == 24 * 100_663_296
+    lite = find_in_catalog("deepseek-v2-lite")
+    assert moe_padding.padded_bytes(lite, Deployment(tp=2, pp=2), st) == (704, 768, 13 * 50_331_648)

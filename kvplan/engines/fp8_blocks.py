@@ -33,7 +33,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
 from kvplan.engines.versions import parse_version
 from kvplan.planning.deploy import split_layers
-from kvplan.readers.mlp_layout import expert_width
+from kvplan.readers.mlp_layout import expert_width, most_moe_layers
 
 REFINES = (0, 29, 0)  # vLLM 0.29.0: scales refined to a finer block where one of >= 32 fits
 MIN_REFINED = 32
@@ -113,8 +113,8 @@ def refined_scale_bytes(model, dep, version: tuple[int, ...]) -> int:
     moe_backend 'auto' refines: resolve_fp8_moe_weight_block_shape L355-396; an explicit non-Triton backend pads the
     shard to whole blocks instead, not modelled). Qwen3-235B-A22B-FP8 at tp 8: shard 1536 / 8 = 192, block 64;
     a layer's 128 experts 128 x 3 x 3 x 64 x 4 B = 294,912 B a rank where the 1/8 share is 589,824 / 8 = 73,728:
-    +221,184 B x 94 layers = 20,791,296 B. The layers are the largest pipeline stage's, all counted as MoE layers
-    where fewer are (at most the model's MoE layers): a few dense layers' worth over, never under."""
+    +221,184 B x 94 layers = 20,791,296 B. The layers are the MoE layers of the pipeline stage holding the most
+    (readers.mlp_layout.most_moe_layers: DeepSeek's dense layers first)."""
     got = refined_scale_note(model, dep, version)
     return got[1] if got else 0
 
@@ -140,6 +140,5 @@ def refined_scale_note(model, dep, version: tuple[int, ...]) -> tuple[int, int] 
     block, width, split, finer = got
     experts, hidden = model.params.num_experts, model.hidden_size
     per_layer = _scales(experts, width // split, hidden, finer) - _scales(experts, width, hidden, block) // split
-    stage = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
-    extra = max(0, per_layer) * min(stage, model.params.num_moe_layers)
+    extra = max(0, per_layer) * most_moe_layers(model, split_layers(model.num_layers, dep.pp))
     return (finer, extra) if extra else None

@@ -81,3 +81,10 @@ def ffn_kinds(full: ModelSpec, n: int) -> list[str]:
         return ["moe" if i % step == step - 1 else "dense" for i in range(n)]
     first_moe = total - moe
     return ["moe" if i >= first_moe else "dense" for i in range(n)]
+
+
+def most_moe_layers(full: ModelSpec, ranges) -> int:
+    """The most MoE layers any one of the [start, end) `ranges` (the pipeline stages) holds, placed by ffn_kinds: the
+    stage with the most layers need not have the most MoE layers (DeepSeek's dense layers come first)."""
+    kinds = ffn_kinds(full, full.num_layers)
+    return max(kinds[a:b].count("moe") for a, b in ranges)

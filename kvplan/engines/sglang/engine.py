@@ -237,10 +237,14 @@ class Sglang(Engine):
         sglang_dsv4.check_gpu(model, gpu)  # DeepSeek-V4's kernels: the capabilities its releases run on
         version = self.version or self.default_version
         sglang_awq.check_gpu(model, gpu, version)  # AWQ: 4 bits from 0.5.3, compute capability 7.5+
-        tp_size = dep.tp * dep.dp if dp_attention(model, dep, self.opts) else dep.tp  # SGLang's --tp-size
+        tp_size = self._tp_size(model, dep)
         dense_tp = sglang_layout.dense_split(self.opts, tp_size)
         sglang_gptq_marlin.check(model, dep, gpu, version, tp_size, dense_tp)  # a shard Marlin's repack refuses
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
+
+    def _tp_size(self, model, dep) -> int:
+        """SGLang's --tp-size: every rank of the replica group under DP attention, else tp."""
+        return dep.tp * dep.dp if dp_attention(model, dep, self.opts) else dep.tp
 
     def view(self, model, st: Settings):
         """Llama 4 without its vision tower where SGLang builds none (kvplan.engines.sglang.multimodal)."""
@@ -253,7 +257,7 @@ class Sglang(Engine):
 
     def check_layout(self, model, dep) -> None:
         super().check_layout(model, dep)
-        tp_size = dep.tp * dep.dp if dp_attention(model, dep, self.opts) else dep.tp  # SGLang's --tp-size
+        tp_size = self._tp_size(model, dep)
         dense_tp = sglang_layout.dense_split(self.opts, tp_size)
         fp8_linear.check_sglang(model, dep, self.version or self.default_version, tp_size, dense_tp)  # dense shard
         fp8_blocks.check(model, dep, "sglang", self.version or self.default_version)  # a block-FP8 expert shard
@@ -276,7 +280,7 @@ class Sglang(Engine):
                  and (reads_capability(model, self.opts, version) or sglang_fp8.reads_capability(model, version)
                       or (vendor == "NVIDIA" and sglang_awq.reads_capability(model))
                       or (vendor == "NVIDIA" and sglang_attention.reads_capability(model, self.opts, version))))
-        tp_size = dep.tp * dep.dp if dp_attention(model, dep, self.opts) else dep.tp
+        tp_size = self._tp_size(model, dep)
         fabric = sglang_allreduce.needs_fabric(gpu, tp_size)
         facts = fact_warnings("SGLang", gpu, (["compute_capability"] if needs else []) +
                               (["interconnect.kind"] if fabric else []))

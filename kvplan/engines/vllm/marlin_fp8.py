@@ -165,7 +165,7 @@ def note(model, dep, st) -> tuple:
     b, skipped = got
     roles = [r for r in skipped if r != "routed experts'"]
     left = [f"the {', '.join(roles)} projections (shapes not exact from the counts)"] if roles else []
-    if "routed experts'" in skipped or (model.params.num_experts and model.quantization.method == "nvfp4"):
+    if "routed experts'" in skipped:  # NVFP4's experts too: _expert_shard prices FP8's only
         left.append("the routed experts (their Marlin repacking: width not read or not whole tiles, or NVFP4's "
                     "MoE prep, not read)")
     unpadded = st.v < dense.PADS_FROM and priced(model, dep, dense.PADS_FROM, st.gpu)[0] != b

@@ -55,6 +55,7 @@ from kvplan.engines.vllm.marlin_dense_pad import humming_ahead  # Humming ahead 
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
 from kvplan.planning.deploy import split_layers
 from kvplan.planning.plan_warnings import PlanWarning
+from kvplan.readers.mlp_layout import most_moe_layers
 
 PADS_FROM = {"awq": (0, 25, 0), "gptq": (0, 25, 0), "compressed-tensors": (0, 30, 0)}  # allow_tile_padding
 GPTQ_ZEROS_FROM = (0, 27, 0)  # GPTQ's experts pass their qzeros to the Marlin prep (padded) from here
@@ -106,14 +107,14 @@ def layer_bytes(model, n: int, padded: int, experts: int, group: int, zeros_padd
 
 
 def padded_bytes(model, dep, v: tuple, gpu) -> int:
-    """Bytes per rank the padding adds on the largest pipeline stage (every MoE layer of it; at most the model's
-    MoE layers), where Marlin runs the experts: an NVIDIA GPU of 7.5+, not Humming's 9.0 from 0.32.0."""
+    """Bytes per rank the padding adds on the pipeline stage holding the most MoE layers (ffn_kinds' layout:
+    DeepSeek's dense layers first), where Marlin runs the experts: an NVIDIA GPU of 7.5+, not Humming's 9.0 from
+    0.32.0."""
     got, cap = _shard(model, dep, v), nvidia_capability(gpu)
     if got is None or cap is None or cap < MARLIN_CC or humming_ahead(v, cap) or _trtllm(model, cap):
         return 0
-    stage = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
     zeros = model.quantization.quant_method != "gptq" or v >= GPTQ_ZEROS_FROM  # module docstring
-    return layer_bytes(model, *got, zeros) * min(stage, model.params.num_moe_layers)
+    return layer_bytes(model, *got, zeros) * most_moe_layers(model, split_layers(model.num_layers, dep.pp))
 
 
 def _trtllm(model, cap: tuple) -> bool:

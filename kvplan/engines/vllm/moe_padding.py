@@ -22,7 +22,7 @@ from kvplan.engines.vllm.mxfp4 import nvidia_capability
 from kvplan.model.spec import PLAIN_BYTES
 from kvplan.planning.deploy import split_layers
 from kvplan.planning.plan_warnings import PlanWarning
-from kvplan.readers.mlp_layout import gated_mlp
+from kvplan.readers.mlp_layout import gated_mlp, most_moe_layers
 
 READ = (0, 33, 0)  # the release whose allocation-time rounding is read
 ALIGN = 128  # round_up(intermediate_size, 128)
@@ -38,7 +38,7 @@ def _unquantized_experts(model) -> bool:
 
 def padded_bytes(model, dep, st) -> tuple[int, int, int]:
     """(I/tp, I', bytes per rank the padding adds on the largest pipeline stage) where vLLM 0.33.0 may pad, else
-    (0, 0, 0): every MoE layer of the stage counted (at most the model's MoE layers), bf16 / fp16 at 2 B."""
+    (0, 0, 0): the MoE layers of the stage holding the most (readers.mlp_layout.most_moe_layers), bf16 / fp16 at 2 B."""
     v, gpu = getattr(st, "v", ()), getattr(st, "gpu", None)
     cap = nvidia_capability(gpu)
     p = model.params
@@ -54,9 +54,8 @@ def padded_bytes(model, dep, st) -> tuple[int, int, int]:
     if padded == shard:
         return 0, 0, 0
     mats = 3 if gated_mlp(model) else 2  # w1, w3 (w13) and w2; w1 and w2 where the MLP is not gated
-    stage = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
     per_layer = p.num_experts * mats * model.hidden_size * (padded - shard) * PLAIN_BYTES.get(model.dtype, 2)
-    return shard, padded, per_layer * min(stage, p.num_moe_layers)
+    return shard, padded, per_layer * most_moe_layers(model, split_layers(model.num_layers, dep.pp))
 
 
 def note(model, dep, st) -> tuple:

@@ -126,8 +126,8 @@ def test_fp8_experts_scales_as_marlin_loads_them():
 
 # DeepSeek-V3 block FP8 (../shared/configs/deepseek-ai__DeepSeek-V3.json: 61 layers, the first 3 dense (intermediate
 # 18,432), 58 MoE (256 experts and one shared expert of 2,048); hidden 7,168; MLA attention, whose shapes
-# marlin_dense_pad does not read: said, not counted) at tp 8 on A100. A rank's shards, Marlin's (K / 128, N) x 2 B less the checkpoint's
-# fp32 (N / 128, K / 128) x 4 B, all whole tiles:
+# marlin_dense_pad does not read: said, not counted) at tp 8 on A100. A rank's shards, Marlin's (K / 128, N) x 2 B
+# less the checkpoint's fp32 (N / 128, K / 128) x 4 B, all whole tiles:
 #   dense gate_up N 4,608, K 7,168: 56 x 4,608 x 2 - 36 x 56 x 4 = 508,032; down N 7,168, K 2,304: 18 x 7,168 x 2
 #   - 56 x 18 x 4 = 254,016: 762,048 a dense layer;
 #   shared gate_up N 512: 56 x 512 x 2 - 4 x 56 x 4 = 56,448; down K 256: 2 x 7,168 x 2 - 56 x 2 x 4 = 28,224;

@@ -58,6 +58,18 @@ def attention_exact(model) -> bool:
     return total == model.params.attention and not model.quantization.kept_of("attention")
 
 
+def rank_shapes(model, tp: int):
+    """(a rank's MLP widths, whether the attention shapes are exact, the roles left out) at `tp`, or None where the
+    attention heads do not divide by tp (no rank shape to read)."""
+    if model.num_attention_heads % tp:
+        return None
+    mlps, skipped = mlp_widths(model, tp)
+    attention = attention_exact(model)
+    if not attention and model.params.attention and model.quantization.kept_of("attention") < model.params.attention:
+        skipped.insert(0, "attention")
+    return mlps, attention, skipped
+
+
 def layer_shards(model, layer, ffn: str, tp: int, mlps: dict, attention: bool) -> list[Shard]:
     """One layer's shards on a rank: its attention projections (where `attention`, exact) and its MLP (`ffn`, dense
     or moe: the shared experts) where `mlps` gives it."""

@@ -36,7 +36,7 @@ from __future__ import annotations
 from math import lcm
 
 from kvplan.core.intmath import round_up
-from kvplan.engines.marlin_shapes import attention_exact, layer_shards, mlp_widths
+from kvplan.engines.marlin_shapes import layer_shards, rank_shapes
 from kvplan.engines.vllm import gptq_order
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
 from kvplan.planning.deploy import split_layers
@@ -104,14 +104,10 @@ def _priced(model, dep, v: tuple, gpu, humming_first: bool = True):
     cap = nvidia_capability(gpu)
     if not _applies(model, v) or cap is None or cap < MARLIN_CC or (humming_first and humming_ahead(v, cap)):
         return None
-    tp = dep.tp
-    if model.num_attention_heads % tp:
+    tp, shapes = dep.tp, rank_shapes(model, dep.tp)
+    if shapes is None:
         return None
-    mlps, skipped = mlp_widths(model, tp)
-    attention = attention_exact(model)
-    kept_all = model.quantization.kept_of("attention") >= model.params.attention
-    if not attention and model.params.attention and not kept_all:
-        skipped.insert(0, "attention")
+    mlps, attention, skipped = shapes
     kinds = ffn_kinds(model, model.num_layers)
     per_layer = [_layer_bytes(model, la, kinds[i], tp, cap, v, mlps, attention) for i, la in enumerate(model.layers)]
     stage = max(sum(per_layer[a:b]) for a, b in split_layers(model.num_layers, dep.pp))

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from kvplan.core.intmath import cdiv
 from kvplan.engines.fp8_blocks import exact_expert_width
-from kvplan.engines.marlin_shapes import attention_exact, layer_shards, mlp_widths
+from kvplan.engines.marlin_shapes import layer_shards, rank_shapes
 from kvplan.engines.vllm import marlin_dense_pad as dense
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
 from kvplan.planning.deploy import split_layers
@@ -120,13 +120,10 @@ def priced(model, dep, v: tuple, gpu):
     q = model.quantization
     if not applies(model, gpu, v) or (q.method == "fp8" and q.group_size not in BLOCKS):
         return None
-    tp = dep.tp
-    if model.num_attention_heads % tp:
+    tp, shapes = dep.tp, rank_shapes(model, dep.tp)
+    if shapes is None:
         return None
-    mlps, skipped = mlp_widths(model, tp)
-    attention = attention_exact(model)
-    if not attention and model.params.attention and model.quantization.kept_of("attention") < model.params.attention:
-        skipped.insert(0, "attention")
+    mlps, attention, skipped = shapes
     kinds = ffn_kinds(model, model.num_layers)
     experts = _experts(model, dep) if model.params.num_experts else 0
     if experts is None:

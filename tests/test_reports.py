@@ -155,6 +155,9 @@ def test_row_is_fit_json_less_layer_kinds_and_states_agree_layer_by_layer():
             full = plan_to_dict(p, m)
             row = plan_row(p, m, 2.0, rank=7)
             kinds = full.pop("layer_kinds")
+            stage = full.pop("binding_stage")  # the memory table's column, fit --json's only
+            assert (stage["kv_used_bytes_per_gpu"], stage["free_bytes_per_gpu"]) == (row["kv_used_bytes_per_gpu"],
+                                                                                    row["free_bytes_per_gpu"]), m.name
             full.pop("quantization_notes", None)  # sentences about the model, fit --json's only (not a row's figure)
             none = dict.fromkeys(("decode_step_seconds_calibrated", "decode_tokens_per_second_calibrated",
                                   "decode_tokens_per_second_per_request_calibrated"))  # no step given: not priced

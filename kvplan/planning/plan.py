@@ -15,6 +15,7 @@ The steps, in the order an engine (kvplan.engines.base.Engine.result) runs them:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import NamedTuple
 
 from kvplan.planning.deploy import Deployment, split_layers, validate_deployment
@@ -138,20 +139,52 @@ class Plan:
         return limit_name(self.context_limit_asked)
 
     @property
+    def binding_stage(self) -> Stage | None:
+        """The pipeline stage whose room sets the answer, whose GPU the memory table and the used / free figures
+        describe (one stage's coherent figures, not each row's worst stage): the one short of room most, else
+        the one holding the fewest sequences of the context (exact kv / sequence, ties to the first); beside a
+        state pool, the least room (the pools are sized from it). None with no stages kept."""
+        if len(self.stages) <= 1:
+            return self.stages[0] if self.stages else None
+        if self.state_pool_bytes_per_gpu or min(s.kv_memory_bytes for s in self.stages) <= 0:
+            return min(self.stages, key=lambda s: s.kv_memory_bytes)
+        ctx = self.request.context
+        return min(self.stages, key=lambda s: Fraction(s.kv_memory_bytes, max(1, s.profile.sequence_bytes(ctx))))
+
+    @property
+    def binding_weight_bytes(self) -> int:
+        """The binding stage's weights on one GPU (the memory table's row; weight_bytes_per_gpu is the most loaded)."""
+        stage = self.binding_stage
+        return self.weight_bytes_per_gpu if stage is None else stage.weight_bytes
+
+    @property
+    def binding_kv_memory_bytes(self) -> int:
+        """The binding stage's KV memory on one GPU (kv_memory_bytes_per_gpu is the least over the stages)."""
+        stage = self.binding_stage
+        return self.kv_memory_bytes_per_gpu if stage is None else stage.kv_memory_bytes
+
+    @property
     def kv_used_bytes_per_gpu(self) -> int:
-        """What the batch's sequences take of the KV memory; beside a state pool, of the token pool (their
-        states are in the pool, counted there)."""
-        per = self.kv_bytes_per_sequence_per_gpu - self.pooled_state_bytes_per_sequence_per_gpu
+        """What the batch's sequences take of the binding stage's KV memory; beside a state pool, of the token pool
+        (their states are in the pool, counted there)."""
+        stage = self.binding_stage
+        if len(self.stages) <= 1 or stage is None:
+            per = self.kv_bytes_per_sequence_per_gpu - self.pooled_state_bytes_per_sequence_per_gpu
+        else:
+            per = stage.profile.sequence_bytes(self.request.context)
+            if self.pooled_state_bytes_per_sequence_per_gpu:
+                per -= stage.profile.state_bytes_per_sequence()
         return per_rank_batch(self.request.batch, self.deployment.dp) * per
 
     @property
     def token_room_bytes_per_gpu(self) -> int:
-        """The KV memory the batch's tokens have: beside a state pool, the token pool; where the KV memory is short,
-        the state pool's bytes taken from it too (a shortfall shown whole, not an engine's empty pool of 0)."""
+        """The binding stage's KV memory the batch's tokens have: beside a state pool, the token pool; where the KV
+        memory is short, the state pool's bytes taken from it too (a shortfall shown whole, not an empty pool)."""
+        kv = self.binding_kv_memory_bytes
         if not self.state_pool_bytes_per_gpu:
-            return self.kv_memory_bytes_per_gpu
-        if self.kv_memory_bytes_per_gpu < 0:
-            return self.kv_memory_bytes_per_gpu - self.state_pool_bytes_per_gpu
+            return kv
+        if kv < 0:
+            return kv - self.state_pool_bytes_per_gpu
         return self.token_pool_bytes_per_gpu
 
     @property

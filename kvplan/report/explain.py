@@ -99,9 +99,9 @@ def _concurrency_lines(plan: Plan, S: int, kv: int, seq: int) -> list[str]:
 
 def _staged_concurrency(plan: Plan, S: int) -> list[str]:
     """Max concurrency under pipeline stages: each stage's GPU holds its own layers' share of every request in its
-    own KV room, so the stage with the fewest requests binds. The memory table's rows are each the worst over the
-    stages (the least KV room, the largest sequence), which may be two different stages: their quotient would
-    understate the answer (DeepSeek-V3 at pp 2: the 31-layer stage holds more weights' room than the 30-layer one)."""
+    own KV room, so the stage with the fewest requests binds (the memory table's column, Plan.binding_stage). The
+    plan's per-GPU extremes (the least KV room, the largest sequence) may be two different stages: their quotient
+    would understate the answer (DeepSeek-V3 at pp 2: the 31-layer stage has more room than the 30-layer one)."""
     per = [(s.layers, s.kv_memory_bytes, s.profile.sequence_bytes(S)) for s in plan.stages]
     held = [max(0, kv) // seq for _, kv, seq in per if seq]
     terms = [f"layers {a}-{b - 1}: floor({kv:,} / {seq:,}) = {max(0, kv) // seq:,}" for (a, b), kv, seq in per if seq]

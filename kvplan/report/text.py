@@ -177,13 +177,25 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
     return _with_layer_kinds(row, plan) if nested else row
 
 
+def _binding_dict(plan: Plan) -> dict:
+    """The stage the memory table shows (Plan.binding_stage): its layers [first, last] and its GPU's figures, which
+    add up (kv_used_bytes_per_gpu and free_bytes_per_gpu at the top level are this stage's too)."""
+    stage = plan.binding_stage
+    first, end = stage.layers if stage is not None else (0, 0)
+    return {"layers": [first, end - 1], "weight_bytes_per_gpu": plan.binding_weight_bytes,
+            "kv_memory_bytes_per_gpu": plan.binding_kv_memory_bytes,
+            "kv_used_bytes_per_gpu": plan.kv_used_bytes_per_gpu, "free_bytes_per_gpu": plan.free_bytes_per_gpu}
+
+
 def _with_layer_kinds(row: dict, plan: Plan) -> dict:
-    """`row` with `layer_kinds` right after the states it splits."""
+    """`row` with `layer_kinds` right after the states it splits, and at its end `binding_stage`: the memory table's
+    column, one stage's GPU (the binding one under pipeline stages)."""
     out = {}
     for key, value in row.items():
         out[key] = value
         if key == "state_bytes_per_sequence_per_gpu":
             out["layer_kinds"] = layer_kinds(plan)
+    out["binding_stage"] = _binding_dict(plan)
     return out
 
 
@@ -223,10 +235,10 @@ def _memory_rows(plans: list[Plan]) -> list:
     rows = [
         ("usable memory", lambda p: gib(p.usable_memory_bytes)),
         ("× utilisation", lambda p: f"{p.request.gpu_memory_utilization:g} → {gib(p.budget_bytes)}"),
-        ("− weights", lambda p: gib(p.weight_bytes_per_gpu)),
+        ("− weights", lambda p: gib(p.binding_weight_bytes)),
         ("− overhead" + (" (est.)" if first.request.overhead_bytes is None else ""),
          lambda p: gib(p.overhead_bytes_per_gpu)),
-        ("= KV cache", lambda p: gib(p.kv_memory_bytes_per_gpu)),
+        ("= KV cache", lambda p: gib(p.binding_kv_memory_bytes)),
         ("− batch × context", lambda p: gib(p.kv_used_bytes_per_gpu)),
         ("= free", lambda p: gib(p.free_bytes_per_gpu)),
     ]
@@ -234,14 +246,24 @@ def _memory_rows(plans: list[Plan]) -> list:
         rows[5:5] = [("− state pool", lambda p: gib(p.state_pool_bytes_per_gpu)),
                      ("= token pool", lambda p: gib(p.token_room_bytes_per_gpu))]
     if first.request.kv_cache_memory_bytes is not None:  # the budget given beside what else the GPU holds
-        given = (f"KV cache ({arg('kv_cache_memory')})", lambda p: gib(p.kv_memory_bytes_per_gpu))
+        given = (f"KV cache ({arg('kv_cache_memory')})", lambda p: gib(p.binding_kv_memory_bytes))
         rows = [*rows[:1], *rows[2:4], given, *rows[5:]]
     elif first.request.lora is not None:  # the engine's adapter slots, its own row before the KV cache
         rows.insert(4, (f"− LoRA {first.request.lora.text}", lambda p: gib(p.request.lora_bytes)))
     if any(p.kv_share != 1 for p in plans):  # the engine keeps a share of what is left (TensorRT-LLM's fraction)
         rows.insert(next(i for i, r in enumerate(rows) if r[0] == "= KV cache"),
-                    ("× free fraction", lambda p: f"{p.kv_share:g} → {gib(p.kv_memory_bytes_per_gpu)}"))
+                    ("× free fraction", lambda p: f"{p.kv_share:g} → {gib(p.binding_kv_memory_bytes)}"))
+    if any(len(p.stages) > 1 for p in plans):  # under pipeline stages the column is one stage's GPU: say which
+        rows.append(("stage shown (binds)", _stage_cell))
     return rows
+
+
+def _stage_cell(p: Plan) -> str:
+    """The layers of the stage the memory column shows (Plan.binding_stage); 'all' with one stage."""
+    stage = p.binding_stage
+    if stage is None or len(p.stages) <= 1:
+        return "all layers"
+    return f"layers {stage.layers[0]}-{stage.layers[1] - 1}"
 
 
 def _packed(width: int, parts: list[str]) -> str:

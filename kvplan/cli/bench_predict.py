@@ -99,25 +99,56 @@ def _dtypes(s, kv_dtype: str | None, weight_dtype: str | None, assumed: list) ->
     return kv, w
 
 
+def _has_lengths(run: BenchRun) -> bool:
+    """llama-bench runs a prompt or a generation test alone; a serving benchmark needs both lengths."""
+    s = run.settings
+    return bool((s.isl or s.osl) if run.tool == "llama-bench" else (s.isl and s.osl))
+
+
+def _refuse_missing(run: BenchRun, model, gpu) -> None:
+    """Every input the run lacks (model, GPU, lengths: neither a flag nor the file gives it), named in one error,
+    so a user adds them all at once rather than one a try; one missing keeps its own sentence."""
+    s, said = run.settings, []  # (flags, why the file's own will not do or "", the sentence when alone)
+    if model is None:
+        said.append((["--model"], f"the file's {s.model!r} is not in kvplan's catalog", f"the file's model {s.model!r} "
+                     "is not in kvplan's catalog; pass --model") if s.model
+                    else (["--model"], "", "the file names no model; pass --model"))
+    if gpu is None:
+        said.append((["--gpu"], f"the file's {s.gpu_name!r} has no kvplan profile", f"the file's GPU {s.gpu_name!r} "
+                     "has no kvplan profile; pass --gpu") if s.gpu_name
+                    else (["--gpu"], "", "the file names no GPU; pass --gpu"))
+    if not _has_lengths(run):
+        said.append((["--input-len", "--output-len"], "", "the file states no input and output lengths; pass "
+                     "--input-len and --output-len"))
+    if not said:
+        return
+    label = f"{run.label}: " if run.label != "the run" else ""
+    if len(said) == 1:
+        raise KvplanError(label + said[0][2], EXIT_USAGE)
+    parts = [f"{flags[0]} ({why})" if why else flags[0] for flags, why, _ in said]
+    parts += [f for flags, _, _ in said for f in flags[1:]]
+    raise KvplanError(f"{label}inputs missing; pass {_listed(parts)}", EXIT_USAGE)
+
+
+def _listed(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 def resolve(run: BenchRun, model, gpu, tp, engine, kv_dtype, weight_dtype, hw_profiles) -> Resolved:
     """The run's setting: each of model, GPU, tp, engine and dtypes from its flag, else from the file, else
     refused (model, GPU) or assumed (tp 1, kvplan's own engine), each assumption said."""
     s, assumed = run.settings, []
     name = model or _catalog_model(s.model)
-    if name is None:
-        raise KvplanError(f"the file's model {s.model!r} is not in kvplan's catalog; pass --model" if s.model
-                          else "the file names no model; pass --model", EXIT_USAGE)
+    file_gpu, count = _gpu_from_file(s.gpu_name, hw_profiles)
+    _refuse_missing(run, name, gpu or file_gpu)
     if not model:
         assumed.append(f"model {name} (the file's {s.model!r})")
-    file_gpu, count = _gpu_from_file(s.gpu_name, hw_profiles)
     if gpu:
         hw = find_gpu(gpu, hw_profiles or ())
-    elif file_gpu is not None:
+    else:
         hw = file_gpu
         assumed.append(f"GPU {hw.key} (the file's {s.gpu_name!r})")
-    else:
-        raise KvplanError(f"the file's GPU {s.gpu_name!r} has no kvplan profile; pass --gpu" if s.gpu_name
-                          else "the file names no GPU; pass --gpu", EXIT_USAGE)
     size = tp or s.tp or 1
     if not (tp or s.tp):
         assumed.append("tp 1 (the file states none; --tp to change)")
@@ -195,10 +226,9 @@ def _through_front_end(fe, chosen, r: Resolved, s, reqs: list, cfg, notes: list)
 def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list]:
     """(kvplan's metrics for the run's load on the resolved deployment, the simulator's model, notes)."""
     s = run.settings
-    if not ((s.isl or s.osl) if run.tool == "llama-bench" else (s.isl and s.osl)):
+    if not _has_lengths(run):  # resolve refuses it first, with any other input missing
         raise KvplanError(f"{run.label}: the file states no input and output lengths; pass --input-len and "
-                          "--output-len",
-                          EXIT_USAGE)
+                          "--output-len", EXIT_USAGE)
     sim, notes, (chosen, result, spec), speed_set = _sim(r, hw_profiles)
     held = scheduler_limits(chosen, result, s.max_batch or None, s.max_tokens or None)  # simulate's own choice
     cfg = held.config()  # the engine's own admission rule too, as simulate takes it

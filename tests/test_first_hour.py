@@ -212,3 +212,46 @@ def test_gpu_counts_read_as_words_not_gpu_s():
     two = _run("fit", "llama-3.1-8b", "--gpu", "h100", "--tp", "2").stdout
     assert "GPU(s)" not in one + two
     assert re.search(r"┃\s+1 GPU\s*$", one, re.M) and re.search(r"┃\s+2 GPUs\s*$", two, re.M)
+
+
+def test_memory_table_under_pipeline_stages_is_one_stages_gpu():
+    # DeepSeek-V3 on 8 x H200 at tp 1 x pp 2 x dp 4, fp8 cache, 131,072 tokens (the command above): a request takes
+    # 31 x 576 x 131,072 = 2,340,421,632 B of the first stage (layers 0-30) and 30 x 576 x 131,072 = 2,264,924,160 B
+    # of the second (31-60), whose GPU holds more weights and so less KV room. The table took each row's worst stage
+    # (the second's room less the first's request: 36.80 - 2.18 = "free" 34.62 GiB, matching neither stage). It now
+    # shows the stage that binds (the fewest requests by exact division: floor 17 there against 18), its rows adding
+    # up as one GPU: KV room - 2,264,924,160 B = free, and --json's used / free and binding_stage in step.
+    flags = ("fit", "deepseek-v3", "--gpu", "h200", "--tp", "1", "--pp", "2", "--dp", "4", "--ep", "4",
+             "--ctx", "128k", "--kv-dtype", "fp8")
+    doc = json.loads(_run(*flags, "--json").stdout)
+    stage = doc["binding_stage"]
+    assert stage["layers"] == [31, 60] and stage["kv_used_bytes_per_gpu"] == 30 * 576 * 131_072 == 2_264_924_160
+    assert doc["kv_used_bytes_per_gpu"] == stage["kv_used_bytes_per_gpu"]
+    assert doc["free_bytes_per_gpu"] == stage["free_bytes_per_gpu"] == stage["kv_memory_bytes_per_gpu"] - 2_264_924_160
+    assert stage["kv_memory_bytes_per_gpu"] // 2_264_924_160 * 4 == doc["max_concurrency"] == 68  # 17 x 4 dp ranks
+    assert (doc["budget_bytes_per_gpu"] - stage["weight_bytes_per_gpu"] - doc["overhead_bytes_per_gpu"]
+            == stage["kv_memory_bytes_per_gpu"])
+    text = _run(*flags).stdout
+    rows = {line.split("│")[0].strip(): line.split("│")[1].strip()
+            for line in text.split("Answers per deployment")[0].splitlines() if "│" in line}
+    gib = 2**30
+    assert rows["− batch × context"] == f"{2_264_924_160 / gib:.2f} GiB" == "2.11 GiB"
+    assert rows["= KV cache"] == f"{stage['kv_memory_bytes_per_gpu'] / gib:.2f} GiB"
+    assert rows["− weights"] == f"{stage['weight_bytes_per_gpu'] / gib:.2f} GiB"
+    assert rows["= free"] == f"{stage['free_bytes_per_gpu'] / gib:.2f} GiB" == "34.69 GiB"
+    assert rows["stage shown (binds)"] == "layers 31-60"
+    assert all(len(line) <= 80 for line in text.splitlines())
+
+
+def test_check_bench_names_every_missing_input_at_once():
+    # An AIPerf CSV (tests/fixtures/bench/aiperf-gpt-oss-20b.csv) states no model, no GPU and no lengths: the user
+    # was told to pass --model, then on the next try --gpu, then the lengths. One error now names all four flags.
+    from kvplan.cli import app
+
+    path = str(REPO / "tests" / "fixtures" / "bench" / "aiperf-gpt-oss-20b.csv")
+    r = CliRunner().invoke(app, ["check-bench", path])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    (line,) = r.output.strip().splitlines()
+    assert line == "Error: inputs missing; pass --model, --gpu, --input-len and --output-len" and len(line) <= 80
+    r = CliRunner().invoke(app, ["check-bench", path, "--gpu", "l40s"])
+    assert r.exit_code == 2 and r.output.strip() == "Error: inputs missing; pass --model, --input-len and --output-len"

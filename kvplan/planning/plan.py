@@ -15,6 +15,7 @@ The steps, in the order an engine (kvplan.engines.base.Engine.result) runs them:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -138,7 +139,7 @@ class Plan:
         """Whose limit context_limit is, for a sentence (limit_name)."""
         return limit_name(self.context_limit_asked)
 
-    @property
+    @cached_property  # kv_used, token room and free each read it: worked out once (a sweep's rows, pp > 1)
     def binding_stage(self) -> Stage | None:
         """The pipeline stage whose room sets the answer, whose GPU the memory table and the used / free figures
         describe (one stage's coherent figures, not each row's worst stage): the one short of room most, else

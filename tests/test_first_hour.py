@@ -71,6 +71,29 @@ def test_explain_under_pipeline_stages_works_each_stages_own_quotient():
     assert all(len(line) <= 80 for line in text.splitlines())
 
 
+def test_explain_under_pipeline_stages_describes_the_binding_stages_gpu():
+    # Same deployment. The memory table shows the binding stage (layers 31-60), but --explain's layer lines and its
+    # "One sequence" line were the first stage's (31 x 576 x 131,072 = 2,340,421,632 B) beside the least room: two
+    # stages' figures on one GPU's lines. They now name the binding stage and use its own: 30 MLA layers x (512 +
+    # 64) x 1 B = 17,280 B/token; 17,280 x 131,072 = 2,264,924,160 B a sequence; its room = --json's
+    # binding_stage.kv_memory_bytes_per_gpu, budget - its weights - overhead.
+    flags = ("fit", "deepseek-v3", "--gpu", "h200", "--tp", "1", "--pp", "2", "--dp", "4", "--ep", "4",
+             "--ctx", "128k", "--kv-dtype", "fp8")
+    doc = json.loads(_run(*flags, "--json").stdout)
+    stage, gib = doc["binding_stage"], 2**30
+    text = _run(*flags, "--explain", env={"COLUMNS": "80"}).stdout
+    explain = " ".join(text[text.index("KV cache of "):].split())
+    assert "per GPU of layers 31-60, the stage that binds," in explain
+    assert "30 MLA layers × (512 latent + 64 rope) × 1 B (fp8) = 17,280 B/token" in explain
+    assert 30 * 576 == 17_280 and 17_280 * 131_072 == 2_264_924_160 == stage["kv_used_bytes_per_gpu"]
+    assert "One sequence of 131,072 tokens: 2,264,924,160 B (2.11 GiB) per GPU of layers 31-60" in explain
+    assert "2,340,421,632 B (" not in explain  # the other stage's sequence only in its own quotient line
+    room = re.search(r"KV memory per GPU of layers 31-60 = .* − weights ([\d.]+) GiB .*? = ([\d.]+) GiB", explain)
+    assert room[1] == f"{stage['weight_bytes_per_gpu'] / gib:.2f}"
+    assert room[2] == f"{stage['kv_memory_bytes_per_gpu'] / gib:.2f}"
+    assert all(len(line) <= 80 for line in text.splitlines())
+
+
 def test_check_log_wraps_a_label_longer_than_the_terminal_between_its_words():
     # The README's TensorRT-LLM example (TensorRT-LLM#6294's log, a training record): the concurrency row's label,
     # "max concurrency at max_seq_len 157 (kvplan's blocks / 5); printed: the engine's request limit", is 93

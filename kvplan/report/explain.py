@@ -115,18 +115,33 @@ def _staged_concurrency(plan: Plan, S: int) -> list[str]:
             f"    = {end}"]
 
 
+def _shown(plan: Plan) -> tuple:
+    """(profile, one sequence, KV memory, weights, where) of the GPU the lines describe: under pipeline stages the
+    binding stage's (Plan.binding_stage, the memory table's column), named, so its layers, its sequence and its
+    room add up; the plan's per-GPU extremes may be two stages' (DeepSeek-V3 at pp 2: the largest sequence is the
+    31-layer stage's, the least room the 30-layer one's)."""
+    stage = plan.binding_stage
+    if len(plan.stages) <= 1 or stage is None:
+        return (plan.stages[0].profile, plan.kv_bytes_per_sequence_per_gpu, plan.kv_memory_bytes_per_gpu,
+                plan.weight_bytes_per_gpu, "")
+    first, end = stage.layers
+    return (stage.profile, stage.profile.sequence_bytes(plan.request.context), plan.binding_kv_memory_bytes,
+            plan.binding_weight_bytes, f" of layers {first}-{end - 1}")
+
+
 def explain_lines(plan: Plan, model, gpu=None) -> list[str]:
     """--explain's arithmetic; the cache dtype named as `gpu` runs it (bf16 is fp16 where it has no BF16 math, as
     the header says), the bytes the same."""
     r = plan.request
-    prof = plan.stages[0].profile
+    prof, seq, kv, weights, where = _shown(plan)
     tp = plan.deployment.tp
     b = prof.kv_dtype
     name = b.name if gpu is None else run_dtype(b.name, gpu)
     bstr = f"{b.bytes_per_element:g} B ({name})"
     S = r.context
 
-    lines = [f"KV cache of {model.name}, per GPU ({layout_text(plan.deployment)}), {name} cache, "
+    lines = [f"KV cache of {model.name}, per GPU{where and where + ', the stage that binds,'} "
+             f"({layout_text(plan.deployment)}), {name} cache, "
              f"block {plural(r.block_size, 'token')}:"]
     parts = [(part, n) for spec, n in prof.groups for part in (spec.parts() if hasattr(spec, "parts") else (spec,))]
     pooled = plan.state_pool_bytes_per_gpu > 0  # the states are slots of the engine's own pool (SGLang's hybrids)
@@ -141,17 +156,15 @@ def explain_lines(plan: Plan, model, gpu=None) -> list[str]:
         held = plan.pooled_state_bytes_per_sequence_per_gpu
         lines.append(f"  state slots a running request holds, as the engine sizes them (its slot count and state "
                      f"dtypes): {held:,} B ({human_bytes(held)})")
-    seq = plan.kv_bytes_per_sequence_per_gpu
-    lines.append(f"One sequence of {S:,} tokens: {seq:,} B ({gib(seq)}) per GPU")
-    kv = plan.kv_memory_bytes_per_gpu
+    lines.append(f"One sequence of {S:,} tokens: {seq:,} B ({gib(seq)}) per GPU{where}")
     if r.kv_cache_memory_bytes is None:
         rest = (f"{gib(plan.usable_memory_bytes)} × {r.gpu_memory_utilization:g}"
-                f" − weights {gib(plan.weight_bytes_per_gpu)} − overhead {gib(plan.overhead_bytes_per_gpu)}"
+                f" − weights {gib(weights)} − overhead {gib(plan.overhead_bytes_per_gpu)}"
                 + (f" − LoRA {r.lora.text} {gib(r.lora_bytes)}" if r.lora is not None else ""))
         share = f"({rest}) × free fraction {plan.kv_share:g}" if plan.kv_share != 1 else rest
-        lines.append(f"KV memory per GPU = {share} = {gib(kv)}")
+        lines.append(f"KV memory per GPU{where} = {share} = {gib(kv)}")
     else:
-        lines.append(f"KV memory per GPU = {arg('kv_cache_memory')} = {gib(kv)}")
+        lines.append(f"KV memory per GPU{where} = {arg('kv_cache_memory')} = {gib(kv)}")
     lines += _concurrency_lines(plan, S, kv, seq)
     lines.append(f"Max context at batch {r.batch} = {plan.max_context:,} tokens (limited by "
                  f"{plan.max_context_limited_by})")

@@ -278,3 +278,25 @@ def test_check_bench_names_every_missing_input_at_once():
     assert line == "Error: inputs missing; pass --model, --gpu, --input-len and --output-len" and len(line) <= 80
     r = CliRunner().invoke(app, ["check-bench", path, "--gpu", "l40s"])
     assert r.exit_code == 2 and r.output.strip() == "Error: inputs missing; pass --model, --input-len and --output-len"
+
+
+def test_gpus_reads_one_line_a_gpu_at_80_columns_and_json_keeps_every_alias():
+    # `kvplan gpus` at 80 columns wrapped each GPU's aliases and name onto 2-7 lines (a100-sxm-80's six aliases:
+    # 7 lines). The table now counts the aliases (each in --json, as `--gpu` takes it) and leaves the name out where
+    # it would wrap, saying so: one line a GPU, its figures whole.
+    from kvplan.hardware.gpus import load_gpus
+
+    out = _run("gpus", env={"COLUMNS": "80"}).stdout
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    rows = [line for line in lines if "│" in line]
+    catalog = load_gpus()
+    assert len(rows) == len(catalog)  # one line a GPU: no continuation lines
+    doc = {g["key"]: g for g in json.loads(_run("gpus", "--json").stdout)}
+    for row in rows:
+        key, *_, count = (cell.strip() for cell in row.split("│"))
+        assert int(count) == len(doc[key]["aliases"]) == len(catalog[key].aliases)
+    assert len(doc["a100-sxm-80"]["aliases"]) == 6 and "a100-sxm4-80gb" in doc["a100-sxm-80"]["aliases"]
+    assert "name left out at 80 columns" in " ".join(out.split())
+    wide = _run("gpus", env={"COLUMNS": "200"}).stdout
+    assert "NVIDIA GB300 (one Blackwell Ultra GPU of a Grace Blackwell superchip)" in wide  # whole where it fits

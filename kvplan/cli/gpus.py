@@ -12,7 +12,7 @@ def register(app: typer.Typer) -> None:
 
 @cli_errors
 def gpus(hw_profiles: HwOpt = None, as_json: JsonOpt = False):
-    """List the GPU catalog: memory, bandwidth, dense FLOPs, aliases."""
+    """List the GPU catalog: memory, bandwidth, dense FLOPs, alias counts (--json lists every alias)."""
     catalog = load_gpus(hw_profiles or ())
     data = [{
         "key": g.key, "name": g.name, "vendor": g.vendor, "aliases": list(g.aliases),
@@ -30,15 +30,17 @@ def gpus(hw_profiles: HwOpt = None, as_json: JsonOpt = False):
 
     def render(console) -> None:
         # Usable memory (what kvplan plans with; the marketed figure is in --json), HBM bandwidth and
-        # dense bf16 (else fp16) TFLOPS: numbers whole, names and aliases wrapped to fit the width.
-        t = table(["key", "name", "GiB", "TB/s", "TFLOPS", "aliases"], right=("GiB", "TB/s", "TFLOPS"), whole=("key",),
+        # dense bf16 (else fp16) TFLOPS, numbers whole; the aliases counted (their names at 80 columns took up to 7
+        # lines a GPU), each in --json; the name last, left out (the caption says so) where it would wrap.
+        t = table(["key", "GiB", "TB/s", "TFLOPS", "aliases", "name"], right=("GiB", "TB/s", "TFLOPS", "aliases"),
+                  whole=("key",), optional=("name",), drop_first=("name",),
                   title="GiB: usable memory (2^30 B; what kvplan plans with, the marketed figure in --json); TB/s: "
-                        "memory bandwidth (10^12 B/s); TFLOPS: dense bf16 (fp16 where no bf16)")
+                        "memory bandwidth (10^12 B/s); TFLOPS: dense bf16 (fp16 where no bf16); aliases: how "
+                        "many other names --gpu takes (--json lists them)")
         for g in catalog.values():
             bf16 = dict(g.dense_flops).get("bf16") or dict(g.dense_flops).get("fp16")
-            t.add_row(g.key, markup_safe(g.name), f"{g.memory_usable_bytes / 2**30:.1f}",
-                      f"{g.bandwidth_bytes_per_s / 1e12:g}", f"{bf16 / 1e12:g}" if bf16 else "-",
-                      markup_safe(", ".join(g.aliases)))
+            t.add_row(g.key, f"{g.memory_usable_bytes / 2**30:.1f}", f"{g.bandwidth_bytes_per_s / 1e12:g}",
+                      f"{bf16 / 1e12:g}" if bf16 else "-", f"{len(g.aliases)}", markup_safe(g.name))
         console.print(t)
 
     print_result(as_json, data, render)

@@ -52,6 +52,11 @@ def split_layers(n: int, pp: int) -> list[tuple[int, int]]:
     return out
 
 
+def largest_stage(per_layer: list, pp: int):
+    """The largest stage's sum of a per-layer figure (bytes, counts), the stages cut as split_layers cuts them."""
+    return max(sum(per_layer[a:b]) for a, b in split_layers(len(per_layer), pp))
+
+
 def validate_deployment(model, dep: Deployment) -> str | None:
     """Why this deployment cannot run this model, or None when it can."""
     if dep.tp < 1 or dep.pp < 1:

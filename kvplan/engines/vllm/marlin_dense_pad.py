@@ -39,7 +39,7 @@ from kvplan.core.intmath import round_up
 from kvplan.engines.marlin_shapes import layer_shards, rank_shapes
 from kvplan.engines.vllm import gptq_order
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import largest_stage
 from kvplan.planning.plan_warnings import PlanWarning
 from kvplan.readers.mlp_layout import ffn_kinds
 
@@ -110,8 +110,7 @@ def _priced(model, dep, v: tuple, gpu, humming_first: bool = True):
     mlps, attention, skipped = shapes
     kinds = ffn_kinds(model, model.num_layers)
     per_layer = [_layer_bytes(model, la, kinds[i], tp, cap, v, mlps, attention) for i, la in enumerate(model.layers)]
-    stage = max(sum(per_layer[a:b]) for a, b in split_layers(model.num_layers, dep.pp))
-    return stage, skipped
+    return largest_stage(per_layer, dep.pp), skipped
 
 
 def humming_ahead(v: tuple, cap) -> bool:

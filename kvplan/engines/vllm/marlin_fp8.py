@@ -48,7 +48,7 @@ from kvplan.engines.fp8_blocks import exact_expert_width
 from kvplan.engines.marlin_shapes import layer_shards, rank_shapes
 from kvplan.engines.vllm import marlin_dense_pad as dense
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import largest_stage
 from kvplan.planning.plan_warnings import PlanWarning
 from kvplan.readers.mlp_layout import ffn_kinds
 
@@ -130,7 +130,7 @@ def priced(model, dep, v: tuple, gpu):
         skipped.append("routed experts'")
     per_layer = [_layer_bytes(model, la, kinds[i], tp, v, mlps, attention) + (experts or 0) * (kinds[i] == "moe")
                  for i, la in enumerate(model.layers)]  # the MoE layers by ffn_kinds' layout (DeepSeek's dense first)
-    return max(sum(per_layer[a:b]) for a, b in split_layers(model.num_layers, dep.pp)), skipped
+    return largest_stage(per_layer, dep.pp), skipped
 
 
 def loaded_bytes(model, dep, v: tuple, gpu) -> int:

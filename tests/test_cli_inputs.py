@@ -142,3 +142,13 @@ def test_a_gpu_list_where_one_gpu_is_planned_says_where_lists_go():
     assert r.returncode == 2 and r.stdout == ""
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and lines[0].startswith("Error: ") and "kvplan sweep -g h100,a100-80" in lines[0]
+
+
+def test_validate_without_torch_says_how_to_install_it_before_looking_the_model_up(kvplan_home, monkeypatch):
+    # validate's one optional dependency missing (sys.modules[name] = None: find_spec answers None, import fails).
+    # The check ran after the model was resolved, so a name not in the catalog answered 3 (not found) and a Hub id
+    # waited on the network (5) before the user learnt torch was missing; now it is the first thing checked: 2, the
+    # code of an invocation refused before any work (1 is validate's measured-other-than-predicted)
+    monkeypatch.setitem(sys.modules, "torch", None)
+    for model in ("no-such-model-x", "llama-3.1-8b"):
+        one_line_error(run("validate", model, "--ctx", "1k"), 2, "pip install 'kvplan[validate]'")

@@ -75,6 +75,11 @@ def validate(
     as_json: JsonOpt = False,
 ):
     """Run a real torch decode of MODEL and check kvplan's KV, weight and peak predictions against it."""
+    # first, before a model is looked up (a Hub fetch) or a flag read: without torch nothing here can run. Exit 2,
+    # the code of an invocation refused before any work, as every missing extra is (readers/hf_meta.py, the
+    # transformers backend); 1 is validate's "measured other than predicted", which a script must not confuse with it
+    if importlib.util.find_spec("torch") is None:
+        raise KvplanError("validate needs torch, which is not installed: pip install 'kvplan[validate]'", EXIT_USAGE)
     ctx_tokens = parse_tokens(ctx, "context")
     _check_flags(tp, pp, dp, ep, backend, hidden)
     compute = _compute(dtype)
@@ -83,8 +88,6 @@ def validate(
     resolved = resolve_model(model, loaded_bytes=loaded_as_model_dtype)
     spec = resolved.spec
 
-    if importlib.util.find_spec("torch") is None:
-        raise KvplanError("validate needs torch: pip install 'kvplan[validate]'", EXIT_USAGE)
     from kvplan.validate.run import Settings
 
     widths = SMALL if shrink else Widths()

@@ -7,6 +7,7 @@ is not installed (scripts/test.sh installs it with apt-get).
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import struct
@@ -220,3 +221,32 @@ def test_utilisation_engines_keep_outside_the_budget(loaded):
     # vLLM (the sweep's default engine-neutral planner, utilisation 0.9): the remainder is outside the budget
     legend = _legend(loaded["dom"])
     assert "outside the budget" in legend and "left free (1 − free fraction)" not in legend
+
+
+def test_simulate_page_under_stages_shows_the_binding_stage_and_the_given_pool(tmp_path, kvplan_home):
+    # simulate -o x.html at pp 2 with --kv-cache-memory 4GiB (Gemma-2-9B: layers 21-41 hold 11 full-attention layers
+    # to 0-20's 10, so they bind, as fit's memory table says): the rendered KV chart names that stage, its dashed
+    # "KV pool" line is the 4 GiB given, and nothing reserved passes it
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    browser = chromium()
+    page = tmp_path / "sim.html"
+    r = CliRunner().invoke(app, ["simulate", "gemma-2-9b", "--gpu", "h100", "--pp", "2", "--kv-cache-memory", "4GiB",
+                                 "--workload", "chat", "--qps", "5", "--duration", "10", "-o", str(page)])
+    assert r.exit_code == 0, r.output
+    assert "KV pool 4.00 GiB per GPU of layers 21-41, the stage that binds" in r.stderr
+    out = subprocess.run([browser, "--headless", "--disable-gpu", "--no-sandbox", "--disable-dev-shm-usage",
+                          "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=3000",
+                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    if "<html" not in out.stdout:
+        pytest.skip(f"Chromium could not run here: {out.stderr.strip().splitlines()[-1:]}")
+    dom = out.stdout
+    assert "KV memory per GPU (layers 21-41, the stage that binds)" in dom  # the chart's title, drawn by plotly
+    assert "KV pool stage: layers 21-41" in dom and "KV pool per GPU: 4.00 GiB (4,294,967,296 bytes)" in dom
+    assert "KV pool" in _legend(dom)
+    text = page.read_text(encoding="utf-8")
+    figs = json.loads(re.search(r'id="kvplan-figures">(.*?)</script>', text, re.S).group(1))
+    kv = {t["name"]: t["y"] for t in figs["kv"]["data"]}
+    assert kv["KV pool"] == [4.0, 4.0] and max(kv["reserved"]) <= 4.0

@@ -36,7 +36,7 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.report.export import json_text
 from kvplan.report.offload import offload_dict
-from kvplan.report.simulation import document, render_html, summary_lines, write_series_csv
+from kvplan.report.simulation import document, pool_stage, render_html, summary_lines, write_series_csv
 from kvplan.report.text import dtype_words, plan_warnings
 from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.capacity import STEADIER_SHARE, UNSTEADY_SHARE, Target, max_rate, ramp_share
@@ -300,7 +300,9 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
                           f"(weights {p.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU); try more --gpus", EXIT_USAGE)
     where = (f"{spec.name} on {dep.gpus} × {hw.key}"
              + (f" (tp {dep.tp} × pp {dep.pp})" if dep.pp > 1 else f" (tp {dep.tp})"))
+    layers = pool_stage(p)
     notes.append(f"{where}: KV pool {sim.kv_budget_bytes / 2**30:,.2f} GiB per GPU"
+                 + (f" of {layers}, the stage that binds (fit's memory column)" if layers else "")
                  + (f" as {chosen.label} sizes it" if chosen.label else "")
                  + f", pages of {sim.block_size} token{'s' if sim.block_size != 1 else ''}, requests up to "
                  f"{sim.max_model_len:,} tokens; {dtype_words(p, spec, hw)}")
@@ -311,7 +313,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
         notes.append("note: prefix caching is not modelled for sliding-window, chunked or recurrent layers: off")
     meta = {"model": spec.name, "gpu": hw.key, "gpus": dep.gpus, "tp": dep.tp, "pp": dep.pp,
             "kv_dtype": str(p.request.kv_dtype.name if hasattr(p.request.kv_dtype, "name") else p.request.kv_dtype),
-            "kv_pool_bytes_per_gpu": sim.kv_budget_bytes, "block_size": sim.block_size,
+            "kv_pool_bytes_per_gpu": sim.kv_budget_bytes, "kv_pool_stage": layers or None, "block_size": sim.block_size,
             "max_model_len": sim.max_model_len,
             "step_overhead_s": step_overhead, "kv_pool_sized_by": chosen.label or "kvplan (engine-neutral)",
             "step_time": sim.speed_label, "step_time_band": speed_band(speed, speed_engine)}

@@ -161,12 +161,15 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
                        engine.speed_key, speed, engine_version=engine.version)
 
 
-def _best_layouts(model, gpus, count: int, requests, engine) -> list[Plan]:
-    """For each (gpu, request), the best plan over every valid layout of `count` GPUs ([] if none)."""
+def _best_layouts(model, gpus, count: int, requests, engine) -> tuple[list[Plan], str]:
+    """For each (gpu, request), the best plan over every valid layout of `count` GPUs ([] if none), and where there is
+    none why: each distinct refusal, so that an engine's (TensorRT-LLM has no rule for a hybrid's state layers) is
+    said, not only "no valid layout"."""
     deps = (Deployment(*t) for t in candidate_layouts(model, count))
-    tried = try_deployments(model, deps, lambda dep: engine.grid(model, gpus, dep, requests))
+    tried = list(try_deployments(model, deps, lambda dep: engine.grid(model, gpus, dep, requests)))
     grids = [t.result for t in tried if t.why is None]
-    return [min(same, key=layout_rank_key) for same in zip(*grids)]
+    whys = "; ".join(dict.fromkeys(t.why for t in tried if t.why is not None))
+    return [min(same, key=layout_rank_key) for same in zip(*grids)], "no valid layout" + (f": {whys}" if whys else "")
 
 
 def _cross(models, gpus, gpu_counts, contexts, kv_dtypes, weight_dtypes, batch, block_size,
@@ -188,10 +191,10 @@ def _cross(models, gpus, gpu_counts, contexts, kv_dtypes, weight_dtypes, batch, 
                 continue
             dep = engine.deployment(default)
             if layouts and not engine.splits_layers_only:
-                best = _best_layouts(model, gpus, dep.gpus, requests, engine)
+                best, why = _best_layouts(model, gpus, dep.gpus, requests, engine)
                 plans.extend(best)
                 if not best:
-                    skipped.append(Skipped(model.name, dep.gpus, dep.tp, dep.pp, "no valid layout", n))
+                    skipped.append(Skipped(model.name, dep.gpus, dep.tp, dep.pp, why, n))
                 if progress is not None:
                     progress(n)
                 continue

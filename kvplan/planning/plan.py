@@ -165,10 +165,18 @@ class Plan:
         return self.kv_memory_bytes_per_gpu if stage is None else stage.kv_memory_bytes
 
     @property
+    def token_pool_stage(self) -> Stage | None:
+        """Beside a state pool under pipeline stages, the stage whose cell sizes the one token count every stage holds
+        (the largest: SGLang's pool_cell), whose bytes token pool, used and free are in; else binding_stage."""
+        if not self.state_pool_bytes_per_gpu or len(self.stages) <= 1:
+            return self.binding_stage
+        return max(self.stages, key=lambda s: s.profile.slot_bytes_per_token())
+
+    @property
     def kv_used_bytes_per_gpu(self) -> int:
         """What the batch's sequences take of the binding stage's KV memory; beside a state pool, of the token pool
-        (their states are in the pool, counted there)."""
-        stage = self.binding_stage
+        (their states are in the pool, counted there), in token_pool_stage's bytes."""
+        stage = self.token_pool_stage
         if len(self.stages) <= 1 or stage is None:
             per = self.kv_bytes_per_sequence_per_gpu - self.pooled_state_bytes_per_sequence_per_gpu
         else:

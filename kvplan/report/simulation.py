@@ -121,7 +121,9 @@ def _offload_lines(offload: dict) -> list[tuple[str, str]]:
     return out
 
 
-def _figures(runs: dict, budget: int) -> dict:
+def _figures(runs: dict, budget: int, stage: str | None = None) -> dict:
+    """The time-series charts; `stage`: under pipeline stages, the layers of the GPU the KV chart is (meta's
+    kv_pool_stage), in its title."""
     base = {"margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "font": {"family": "system-ui, sans-serif", "size": 12},
             "xaxis": {"title": {"text": "time (s)"}}, "legend": {"orientation": "h", "y": -0.25}}
     many = len(runs) > 1
@@ -148,7 +150,8 @@ def _figures(runs: dict, budget: int) -> dict:
     def fig(data, title, ytitle):
         return {"data": data, "layout": {**base, "title": {"text": title}, "yaxis": {"title": {"text": ytitle}}}}
 
-    return {"kv": fig(kv, "KV memory per GPU", "GiB"), "requests": fig(reqs, "Requests", "requests"),
+    return {"kv": fig(kv, "KV memory per GPU" + (f" ({html.escape(stage)}, the stage that binds)" if stage else ""),
+                      "GiB"), "requests": fig(reqs, "Requests", "requests"),
             "speed": fig(speed, "Tokens per second (prefill + decode)", "tokens/s"),
             "preemptions": fig(pre, "Preemptions (cumulative)", "preemptions")}
 
@@ -187,6 +190,14 @@ _RENDER = """
 """
 
 
+def pool_stage(plan) -> str:
+    """Under pipeline stages, the layers of the stage whose GPU a simulated pool is (Plan.token_pool_stage: the
+    binding stage, beside a state pool the one whose cell sized the token pool, as kvplan.simulator.adapter reads
+    it), as "layers a-b"; "" with one stage."""
+    stage = plan.token_pool_stage
+    return f"layers {stage.layers[0]}-{stage.layers[1] - 1}" if len(plan.stages) > 1 and stage is not None else ""
+
+
 def _label(key: str) -> str:
     """A metadata key as a reader reads it: kv_pool_bytes_per_gpu -> "KV pool per GPU"."""
     words = (key[:-2] if key.endswith("_s") else key).replace("_bytes", "").split("_")
@@ -213,7 +224,7 @@ def render_html(meta: dict, runs: dict, title: str = "kvplan simulate") -> str:
     esc = lambda x: html.escape(str(x), quote=True)  # noqa: E731
     plotly_js = get_plotlyjs().replace("</script", "<\\/script")
     budget = next(iter(runs.values()))[0]["kv"]["budget_bytes"]
-    figs = _figures(runs, budget)
+    figs = _figures(runs, budget, meta.get("kv_pool_stage"))
     if meta.get("hit_rate_curve"):
         figs["curve"] = _curve_figure(meta["hit_rate_curve"])
     lines = {name: summary_lines(summary) for name, (summary, _) in runs.items()}

@@ -179,10 +179,12 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
 
 def _binding_dict(plan: Plan) -> dict:
     """The stage the memory table shows (Plan.binding_stage): its layers [first, last] and its GPU's figures, which
-    add up (kv_used_bytes_per_gpu and free_bytes_per_gpu at the top level are this stage's too)."""
-    stage = plan.binding_stage
+    add up (kv_used_bytes_per_gpu and free_bytes_per_gpu at the top level are this stage's too); token_pool_layers:
+    beside a state pool, the stage whose cell the token pool and those two count in (Plan.token_pool_stage)."""
+    stage, cell = plan.binding_stage, plan.token_pool_stage
     first, end = stage.layers if stage is not None else (0, 0)
-    return {"layers": [first, end - 1], "weight_bytes_per_gpu": plan.binding_weight_bytes,
+    pool = [cell.layers[0], cell.layers[1] - 1] if cell is not None else [0, -1]
+    return {"layers": [first, end - 1], "token_pool_layers": pool, "weight_bytes_per_gpu": plan.binding_weight_bytes,
             "kv_memory_bytes_per_gpu": plan.binding_kv_memory_bytes,
             "kv_used_bytes_per_gpu": plan.kv_used_bytes_per_gpu, "free_bytes_per_gpu": plan.free_bytes_per_gpu}
 
@@ -259,11 +261,13 @@ def _memory_rows(plans: list[Plan]) -> list:
 
 
 def _stage_cell(p: Plan) -> str:
-    """The layers of the stage the memory column shows (Plan.binding_stage); 'all' with one stage."""
-    stage = p.binding_stage
+    """The layers of the stage the memory column shows (Plan.binding_stage), and beside a state pool the stage whose
+    cell the token pool, used and free rows count in where it is another (Plan.token_pool_stage); 'all' with one."""
+    stage, cell = p.binding_stage, p.token_pool_stage
     if stage is None or len(p.stages) <= 1:
         return "all layers"
-    return f"layers {stage.layers[0]}-{stage.layers[1] - 1}"
+    pool = f" (token pool: {cell.layers[0]}-{cell.layers[1] - 1})" if cell is not stage else ""
+    return f"layers {stage.layers[0]}-{stage.layers[1] - 1}{pool}"
 
 
 def _packed(width: int, parts: list[str]) -> str:

@@ -24,7 +24,7 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
               speed: str = "calibrated", engine: str | None = None, version: str | None = None) -> SimModel:
     """The simulator's view of `plan` (model `spec` on GPU profile `gpu`).
 
-    KV pool: the binding pipeline stage (fewest token slots per byte of KV memory), its layers
+    KV pool: the binding pipeline stage (Plan.binding_stage, fit's memory column), its layers
     grouped by the tokens they hold (all, or a window: sliding or chunked attention), plus fixed
     recurrent states; where the engine keeps those states in a pool of their own (SGLang's hybrids:
     Plan.state_pool_bytes_per_gpu), the token pool alone, the states' slots bounding the running requests. Step time
@@ -40,9 +40,12 @@ def sim_model(plan, spec, gpu, *, max_model_len: int | None = None, step_overhea
     of the inputs above.
     """
     tp = plan.deployment.tp
-    binding = min(plan.stages, key=lambda s: s.kv_memory_bytes / max(1, s.profile.slot_bytes_per_token()))
-    groups, state = _kv_groups(binding.profile, tp)
-    budget = binding.kv_memory_bytes
+    # the stage fit's memory table shows (Plan.binding_stage: the fewest requests of the context; with a --kv-cache-
+    # memory every stage's room is the same, so the one whose sequence costs most): not the fewest token slots, which
+    # on tied slots took the first stage, fewer full-attention layers beside more sliding ones (Gemma-2 at pp 2)
+    stage = plan.token_pool_stage  # beside a state pool, the stage whose cell sized the token pool
+    groups, state = _kv_groups(stage.profile, tp)
+    budget = stage.kv_memory_bytes
     if plan.state_pool_bytes_per_gpu:  # SGLang's hybrids: states in a pool of their own (its slots bound the
         # running requests, kvplan.simulator.limits), tokens in the rest
         budget, state = plan.token_pool_bytes_per_gpu, 0

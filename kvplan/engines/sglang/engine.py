@@ -123,7 +123,8 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     `DefaultPoolConfigurator`, `model_executor/pool_configurator.py` L227-237) out of the same "rest"
     (free memory is the minimum over every rank, `get_available_gpu_memory(distributed=True)`,
     `mem_cache/kv_cache_configurator.py` L3000-3004): the stage with the largest cell holds the fewest
-    tokens and bounds the pipeline."""
+    tokens, the count every stage keeps (all-reduced MIN over pp ranks, `_apply_token_constraints` L3107-3116;
+    Plan.token_pool_stage), and the state slots are priced on the stage with the most (L3229-3260)."""
     full_cell, swa_cell, k_cell = pool_cell(model, dep, kv_dtype, st)
     page = st.page_size
     ratio = st.swa_full_tokens_ratio

@@ -18,6 +18,7 @@ speculative terms spec_state_blocks, swa_retained).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 from functools import lru_cache
@@ -234,9 +235,40 @@ def build_pool(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Setting
     return Pool(buckets, size, block, size * page, False)
 
 
+GLOBAL_GROUPS = (0, 11, 0)  # the first release that groups the whole model's layers and projects them (below)
+
+
 @lru_cache(maxsize=16)
 def stage_pools(model, dep, st: Settings, kv_dtype: DType, state_dtype: DType) -> tuple[Pool, ...]:
     """Each pipeline stage's pool: built once per plan, read by capacity() and max_context() (and
-    by every GPU and context of a sweep that shares them)."""
-    return tuple(build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
-                 for a, b in split_layers(model.num_layers, dep.pp))
+    by every GPU and context of a sweep that shares them).
+
+    Up to 0.10.x each worker groups its own layers (`get_kv_cache_config` per worker, then
+    `unify_kv_cache_configs`: 0.10.1 wheel, v1/core/kv_cache_utils.py L1079-1150, engine/core.py L189-198). From
+    0.11.0 `get_kv_cache_configs` groups the merged specs of every worker, the whole model, and gives each worker
+    those groups less the layers it does not hold (0.11.0 kv_cache_utils.py L1245-1280): a hybrid's groups keep the
+    whole model's size, and a worker's layers per group is the most any of them keeps of its layers (L1054), not what
+    grouping its own layers would give (projected)."""
+    ranges = split_layers(model.num_layers, dep.pp)
+    whole = build_pool(model.layers, dep.tp, kv_dtype, state_dtype, st) if dep.pp > 1 else None
+    if whole is None or whole.uniform or not whole.buckets or has_compressed(model.layers) \
+            or parse_version(st.version) < GLOBAL_GROUPS:
+        return tuple(build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st) for a, b in ranges)
+    return tuple(projected(whole, cache_specs(model.layers, dep.tp, kv_dtype, state_dtype, st), a, b)
+                 for a, b in ranges)
+
+
+def projected(whole: Pool, specs: list[tuple[tuple, int]], start: int, end: int) -> Pool:
+    """The whole model's pool (`whole`, its `specs` as cache_specs lists them) as the worker of layers [start, end)
+    holds it: every group kept (the scheduler's block ids per request are the whole model's), the layers of each
+    counted in this stage, and the most of them the worker's layers per block id (group_size, L1054). Group j of a
+    spec's n groups is its layers[j::n], strided so that each stage keeps a share of every group
+    (_get_kv_cache_groups_uniform_page_size, 0.11.0 L977-1000, "In PP case"; kvplan.engines.vllm.autofit._layout)."""
+    layers: dict[tuple, list[int]] = {}
+    for key, i in specs:
+        layers.setdefault(key, []).append(i)
+    size = whole.group_size
+    held = [sum(start <= i < end for i in ids[j::n]) for ids in layers.values()
+            for n in (cdiv(len(ids), size),) for j in range(n)]
+    most = max(held, default=0) or size  # a stage with no cached layer: the pool as the whole model's (no block)
+    return dataclasses.replace(whole, group_size=most, bytes_per_block=whole.bytes_per_block // size * most)

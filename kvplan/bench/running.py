@@ -71,6 +71,11 @@ UTILISATION = ("gpu_memory_utilization",)  # vLLM's fraction, a configure() inpu
 # its pool (kvplan.engines.scheduler.resident_context): TensorRT-LLM's LLM API scheduler_config option, trtllm-bench's
 # option, the Triton backend's and NVIDIA's MLPerf harness's runtime flag
 POLICY = {"trtllm": ("capacity_scheduler_policy", "scheduler_policy", "batch_scheduler_policy")}
+# the flag by which a run states its server's context length, for an engine whose settings read that length and not a
+# request's (kvplan.engines.context.engine_length): SGLang's --context-length, its model_config.context_len, which its
+# aiter fraction cut and its estimate of max_running_requests read (kvplan.engines.sglang.attention.aiter_cut,
+# kvplan.engines.sglang.mamba.max_running; docs/engines.md); vLLM V0's is `server_sized`'s
+SERVER_LENGTH = {"sglang": "context_length"}
 # benchmark tools that choose the engine's running limit and step tokens themselves where the run states
 # neither: tool -> (the engine's option for tokens per step, the function giving (running limit, tokens))
 HARNESS_SETTINGS = {"trtllm-bench": ("max_num_tokens", trtllm_bench_settings)}
@@ -112,6 +117,18 @@ def case_packed(case, spec, stated: dict, v1: bool | None = None) -> int | None:
     mla = any(layer.kind == Kind.MLA for layer in spec.layers)
     length = served_length(case, spec)
     return whole_prompt_budget(case.engine, case.version, mla, int(length), v1) if length else None
+
+
+def at_server_length(case, spec, engine):
+    """`spec` with max_model_len the context length the case's server ran at, where its engine sizes settings by that
+    and not by a request's (SERVER_LENGTH: SGLang's model_config.context_len): the one its run stated
+    (`--context-length`), else the length the engine derives for the model (Engine.context_limit: SGLang's
+    get_context_length); `spec` as it was for another engine."""
+    key = SERVER_LENGTH.get(case.engine)
+    if key is None:
+        return spec
+    stated = (case.flags or {}).get(key)
+    return replace(spec, max_model_len=int(stated) if stated else engine.context_limit(spec).default)
 
 
 def served_length(case, spec):
@@ -206,6 +223,7 @@ def sized(case, spec, gpu) -> Running | None:
     try:
         engine, _ = configure(case.engine, case.version, opts, util)
         dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, dp=ranks, ep=case.ep))
+        spec = at_server_length(case, spec, engine)  # SGLang's context_len: the server's, not the request's
         req = read_request(spec, context=context, kv_dtype=case.kv_dtype or "auto",
                            weight_dtype=weight_dtype_of(case.weight_dtype))
         st = engine.settings(spec, gpu, dep, req)  # its engine: V1, or V0 by release or fallback (vllm.v0_fallback)

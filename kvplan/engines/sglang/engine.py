@@ -157,7 +157,8 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     if swa_cell:
         lines.insert(4, Figure("SWA pool tokens", swa_tokens, "count"))
     notes = []
-    running, rows, said = sglang_mamba.scheduler(states, st.state, st.max_running_requests, full_tokens, context)
+    running, rows, said = sglang_mamba.scheduler(states, st.state, st.max_running_requests, full_tokens, context,
+                                                 st.context_len or context)  # the server's context_len
     lines[2:2], notes = rows, notes + said
     if running is not None:
         conc = min(conc, running)

@@ -83,6 +83,7 @@ class Settings:
     page_cache: int | None = None  # unified memory: a stated page cache in the weight drop (None: a cold load)
     uma_bytes: int = 0  # what those take from the pool (kvplan.engines.sglang.uma.overhead_bytes)
     os_held: int = 0  # what B lacks for the OS: os_memory on a unified GPU, else 0 (kvplan.engines.options.os_share)
+    context_len: int = 0  # the server's model_config.context_len: its --context-length (engine_length), not a request's
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -112,9 +113,10 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     # a vision model's fraction scaled: its own default from 0.4.9, any before (kvplan.engines.sglang.multimodal)
     vlm = sglang_mm.vlm_factor(model, version, mm_flag) if sglang_mm.scales_any_fraction(version) or not given else 1.0
     frac *= vlm
-    # under aiter (named, or ROCm's default) past 8,192 tokens of the --context-length kvplan emits, SGLang cuts any
-    # fraction, given or default, by 0.85 (kvplan.engines.sglang.attention.aiter_cut)
-    aiter, aiter_why = sglang_attention.aiter_cut(model, gpu, version, opts, tp_size, engine_length(model, req))
+    # under aiter (named, or ROCm's default) past 8,192 tokens of the server's context_len (the --context-length kvplan
+    # emits), SGLang cuts any fraction, given or default, by 0.85 (kvplan.engines.sglang.attention.aiter_cut)
+    context_len = engine_length(model, req)
+    aiter, aiter_why = sglang_attention.aiter_cut(model, gpu, version, opts, tp_size, context_len)
     frac *= aiter
     v4 = has_compressed(model.layers)  # DeepSeek-V4: its page and SWA share (kvplan.engines.sglang.dsv4)
     page_given = opt_int(opts, "page_size", 0) if "page_size" in opts else None  # else the backend's page, or 1
@@ -143,7 +145,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     prefill_graph=None if given or parse_version(version) < sglang_prefill_graph.FROM
                     else (backend or "off", piecewise, why),
                     multimodal=sglang_mm.is_multimodal(model, version, mm_flag), page_why=page_why,
-                    aiter_factor=aiter, aiter_why=aiter_why, dsa=dsa, dsa_refused=dsa_refused,
+                    aiter_factor=aiter, aiter_why=aiter_why, dsa=dsa, dsa_refused=dsa_refused, context_len=context_len,
                     **_unified(model, gpu, version, float(frac), opts))
 
 

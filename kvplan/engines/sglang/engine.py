@@ -126,8 +126,7 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     tokens, the count every stage keeps (all-reduced MIN over pp ranks, `_apply_token_constraints` L3107-3116;
     Plan.token_pool_stage), and the state slots are priced on the stage with the most (L3229-3260)."""
     full_cell, swa_cell, k_cell = pool_cell(model, dep, kv_dtype, st)
-    page = st.page_size
-    ratio = st.swa_full_tokens_ratio
+    page, ratio = st.page_size, st.swa_full_tokens_ratio
     budget = max(0, kv_bytes)
     states = sglang_mamba.state_pool(model, dep, budget, st.state) if st.state else None
     left = max(0, budget - states.reserved) if states else budget  # the token pool's, after the state slots

@@ -39,9 +39,19 @@ def test_qwen2_72b_gptq_at_tp8_is_refused_by_the_repack():
     with pytest.raises(KvplanError) as e:
         _plan(_model(QWEN2_72B), 8)
     assert "gate_up_proj" in str(e.value) and "size_n = 7392 is not divisible by tile_n_size = 64" in str(e.value)
-    assert "sym: true" in str(e.value) and e.value.param == "tp" and "\n" not in str(e.value)
+    assert e.value.param == "tp" and "\n" not in str(e.value)
     assert _plan(_model(QWEN2_72B), 4).weight_bytes > 0
     assert _plan(_model(QWEN2_72B), 8, engine="vllm", version="0.33.0").weight_bytes > 0  # vLLM pads it
+
+
+def test_asymmetric_gptq_is_not_marlin_in_sglang():
+    # sym: false is not in GPTQMarlinConfig.TYPE_MAP {(4, True), (8, True)} (0.5.23 gptq.py L298-301), so
+    # is_gptq_marlin_compatible is False (L473-474) and GPTQConfig loads it: no Marlin repack, no refusal at tp 8;
+    # the checkpoint's bytes are the same as the symmetric one's (qzeros stored either way)
+    asym = _model(QWEN2_72B, dict(GPTQ, sym=False))
+    assert asym.quantization.asym and not _model(QWEN2_72B).quantization.asym
+    assert _plan(asym, 8).weight_bytes > 0
+    assert _plan(asym, 4).weight_bytes == _plan(_model(QWEN2_72B), 4).weight_bytes
 
 
 def test_where_sglang_does_not_run_marlin_it_is_planned():

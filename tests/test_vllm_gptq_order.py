@@ -77,3 +77,28 @@ def test_group_minus_one_read_as_the_group_size_is():
     qc = {"quant_method": "awq", "w_bit": 4, "group_size": None, "q_group_size": -1, "zero_point": True}
     q = build_spec(dict(SMALL, quantization_config=qc), "test/small-awq-row", source="test")[0].quantization
     assert q.per_row and q.group_size == 128
+
+
+def _asym(sym):
+    qc = {"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": False, "sym": sym}
+    return build_spec(dict(SMALL, quantization_config=qc), "test/small-gptq", source="test")[0]
+
+
+@pytest.mark.parametrize("version", ["0.22.0", "0.33.0"])
+def test_asymmetric_gptq_refused_from_0_22(version):
+    # AutoGPTQConfig (gptq's config from 0.22.0) keeps TYPE_MAP {(4, True), (8, True)} and raises "Unsupported
+    # quantization config: bits=4, sym=False" (0.22.0 auto_gptq.py L155-158, 0.33.0 L152-155)
+    with pytest.raises(KvplanError) as e:
+        _weights(_asym(False), version)
+    assert "bits=4, sym=False" in str(e.value) and e.value.param == "engine_version" and "\n" not in str(e.value)
+    assert _weights(_asym(True), version) > 0
+
+
+def test_asymmetric_gptq_through_0_21_is_the_checkpoint():
+    # 0.21.0: not Marlin-compatible (gptq_marlin.py L295-296), GPTQConfig's exllama kernel keeps qweight, qzeros and
+    # scales; the sym: true twin runs Marlin, whose padding starts at 0.24.0: both are the checkpoint's bytes (qzeros
+    # are stored whatever sym says, so the two checkpoints weigh the same)
+    assert _asym(False).quantization.asym and not _asym(True).quantization.asym
+    assert _weights(_asym(False), "0.21.0") == _weights(_asym(True), "0.21.0")
+    with pytest.raises(KvplanError, match=r"\.sym must be true or false"):
+        _asym("no")

@@ -103,7 +103,7 @@ def test_a_plan_says_it_and_books_it_with_the_weights():
 
     common = dict(gpu="a100-sxm-80", tp=8, context=4096, engine="vllm")
     text = " ".join(w.message for w in api.plan(_llama2(), engine_version="0.24.0", **common).warnings)
-    assert "marlin_padded_nk" in text and "sym: true" in text
+    assert "marlin_padded_nk" in text
     hopper = api.plan(_llama2(), engine_version="0.33.0", **dict(common, gpu="h100"))
     assert "Humming" in " ".join(w.message for w in hopper.warnings)
     extra = []

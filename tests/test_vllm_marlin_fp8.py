@@ -60,12 +60,12 @@ def test_only_below_native_fp8():
     assert marlin_fp8.loaded_bytes(qwen, Deployment(8), V, L4) == 0  # 8.9: FP8 GEMMs
     assert marlin_fp8.loaded_bytes(qwen, Deployment(8), V, H100) == 0
     ct = dataclasses.replace(qwen, quantization=Quantization("fp8", 128, quant_method="compressed-tensors"))
-    assert marlin_fp8.loaded_bytes(ct, Deployment(8), V, A100) == 0  # another scheme class: not read
+    assert marlin_fp8.loaded_bytes(ct, Deployment(8), V, A100) == 0  # 0.30.0: Humming ahead of Marlin (from 0.25.0)
 
 
 def test_the_plan_counts_and_says_it():
     """The plan books the bytes with the weights (the KV pool shrinks by as much) and says so; a compressed-tensors
-    checkpoint of the same bytes, whose scheme this does not read, is the control."""
+    checkpoint of the same bytes, which 0.30.0 gives to Humming (its W8A16 list, from 0.25.0), is the control."""
     def plan(method):
         model = dataclasses.replace(require_in_catalog("qwen3-8b"),
                                     quantization=Quantization("fp8", 128, quant_method=method))
@@ -143,3 +143,47 @@ def test_pipeline_stages_count_their_own_moe_layers():
     got, skipped = marlin_fp8.priced(dsv3, Deployment(8, pp=2), V, A100)
     assert got == 30 * DSV3_MOE_LAYER == 652_821_120 > 3 * 762_048 + 28 * DSV3_MOE_LAYER
     assert skipped == ["attention"]
+
+
+# compressed-tensors FP8 (llm-compressor's FP8_DYNAMIC: fp8 weights with an fp32 scale per output channel) with
+# Llama-3.1-8B's shapes (../shared/configs/meta-llama__Llama-3.1-8B-Instruct.json). Below 8.9 its W8A8 scheme
+# falls to CompressedTensorsW8A16Fp8 and Marlin (0.19.0 compressed_tensors.py L629-646): the fp32 channel scale (4 B
+# an output, which kvplan counts) becomes Marlin's (1, N) 16-bit row (2 B): -2 B an output. Every shard is whole
+# tiles at tp 1 and 8 (no padding). tp 1, a layer: qkv N 6,144 + o 4,096 + gate_up 28,672 + down 4,096 = 43,008
+# outputs: -86,016 B, 32 layers -2,752,512 B. tp 8: qkv (4 + 2 x 1) x 128 = 768 + o 4,096 (K 512) + gate_up 3,584 +
+# down 4,096 (K 1,792) = 12,544: -25,088 B a layer, -802,816 B a GPU.
+CT_TP1, CT_TP8 = -2 * 32 * 43_008, -2 * 32 * 12_544
+
+
+def _ct_channel():
+    from conftest import llm_compressor_w8a8, shared_config
+    from kvplan.sources.importer import build_spec
+    config = dict(shared_config("meta-llama__Llama-3.1-8B-Instruct"), quantization_config=llm_compressor_w8a8("float"))
+    return build_spec(config, "test/llama-fp8-dynamic", source="test")[0]
+
+
+def test_compressed_tensors_fp8_channel_below_8_9():
+    model = _ct_channel()
+    assert (CT_TP1, CT_TP8) == (-2_752_512, -802_816) and model.quantization.channel_scales
+    for v in ((0, 10, 0), (0, 19, 0), (0, 24, 0)):  # scheme-side prep (0.10-0.19), Marlin's kernel alone (0.20-0.24)
+        assert marlin_fp8.loaded_bytes(model, Deployment(1), v, A100) == CT_TP1
+        assert marlin_fp8.loaded_bytes(model, Deployment(8), v, A100) == CT_TP8
+    assert marlin_fp8.loaded_bytes(model, Deployment(1), (0, 24, 0), L4) == 0  # 8.9: CompressedTensorsW8A8Fp8
+    plan = api.plan(model, gpu="a100-sxm-80", engine="vllm", engine_version="0.24.0", context=4096)
+    said = [w for w in plan.warnings if "weight-only through Marlin" in w.message]
+    assert len(said) == 1 and said[0].values == (-CT_TP1,) and "fewer weights" in said[0].message
+
+
+def test_compressed_tensors_fp8_humming_and_unread_block_are_said():
+    model = _ct_channel()
+    assert marlin_fp8.loaded_bytes(model, Deployment(1), (0, 25, 0), A100) == 0  # Humming first in W8A16's list
+    plan = api.plan(model, gpu="a100-sxm-80", engine="vllm", engine_version="0.25.0", context=4096)
+    assert any("tries Humming" in w.message for w in plan.warnings)
+    # a block strategy takes fp8's block rule from 0.19.0 (the same bytes as Qwen/Qwen3-8B-FP8's); 0.10.0-0.14.0's
+    # W8A16 scheme takes tensor and channel only, and 0.15-0.18 were not read: nothing counted there, said
+    block = dataclasses.replace(require_in_catalog("qwen3-8b"),
+                                quantization=Quantization("fp8", 128, quant_method="compressed-tensors"))
+    assert marlin_fp8.loaded_bytes(block, Deployment(1), (0, 24, 0), A100) == QWEN_TP1
+    assert marlin_fp8.loaded_bytes(block, Deployment(1), (0, 14, 0), A100) == 0
+    early = api.plan(block, gpu="a100-sxm-80", engine="vllm", engine_version="0.14.0", context=4096)
+    assert any("read from 0.19.0 only" in w.message for w in early.warnings)

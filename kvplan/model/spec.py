@@ -93,6 +93,9 @@ class Quantization:
     # GPTQ's `desc_act: true` with groups (group_size not -1): act-order, which vLLM refuses from 0.30.0
     # (kvplan.engines.vllm.gptq_order); no byte of its own (g_idx is stored either way: `index_bytes`)
     act_order: bool = field(default=False, compare=False)
+    asym: bool = False  # GPTQ's `sym: false`: qzeros stored either way; the engines' kernels differ (vllm.gptq_order)
+    # compressed-tensors' input_activations of the scheme read, (type, num_bits, strategy, dynamic, symmetric): W4A8
+    input_quant: tuple = ()
     # attention projections ("linear_attn.in_proj_b", ...) `kept` holds in every layer that has them, which an engine's
     # block-FP8 shard check leaves alone (kvplan.readers.unquantized.kept_modules)
     kept_modules: tuple[str, ...] = ()
@@ -118,6 +121,7 @@ class Quantization:
         object.__setattr__(self, "mtp_kept", tuple(str(m) for m in self.mtp_kept))
         object.__setattr__(self, "notes", tuple(str(m) for m in self.notes))
         object.__setattr__(self, "channel_scales", tuple(int(b) for b in self.channel_scales))
+        object.__setattr__(self, "input_quant", tuple(self.input_quant))
         object.__setattr__(self, "block_shapes", tuple(BlockShape(*s) for s in self.block_shapes))
         object.__setattr__(self, "readings", tuple((str(r), q if isinstance(q, (str, Quantization)) else
                                                     Quantization(**q)) for r, q in self.readings))

@@ -236,12 +236,14 @@ def _method(cfg, q: dict, where: str, method: str, layers=()) -> Quantization:
         # QuantLinear; vLLM gptq.py GPTQLinearMethod.create_weights loads it as a parameter)
         bits = _q_int(q, where, "bits", "w_bit", default=4)
         group = _q_int(q, where, "group_size", "q_group_size", default=128, minimum=-1)
-        desc_act = q.get("desc_act", False)
-        if not isinstance(desc_act, bool):
-            raise KvplanError(f"{where}.desc_act must be true or false, got {desc_act!r}", EXIT_USAGE)
+        desc_act, sym = q.get("desc_act", False), q.get("sym", True) if method == "gptq" else True
+        for key, value in (("desc_act", desc_act), ("sym", sym)):
+            if not isinstance(value, bool):
+                raise KvplanError(f"{where}.{key} must be true or false, got {value!r}", EXIT_USAGE)
         return Quantization(_int_format(bits, where), group if group > 0 else 128, input_groups=bits == 8,
                             index_bytes=g_idx_bytes(cfg, layers) if method == "gptq" else 0,
-                            act_order=method == "gptq" and desc_act and group != -1, per_row=group == -1)
+                            act_order=method == "gptq" and desc_act and group != -1, per_row=group == -1,
+                            asym=method == "gptq" and not sym)
     if method == "bitsandbytes":
         # NF4/FP4 blocks of 64 with an absmax each and no zero point (bitsandbytes functional.quantize_4bit;
         # transformers saves weight.absmax fp32, or uint8 + nested_absmax with bnb_4bit_use_double_quant)
@@ -262,15 +264,29 @@ def _method(cfg, q: dict, where: str, method: str, layers=()) -> Quantization:
                 return Quantization("nvfp4", 16)
             if bits == 4:  # pack-quantized: weight_packed, weight_scale, and weight_zero_point unless symmetric
                 return Quantization("int4", _q_int(weights, where, "group_size", default=128),
-                                    symmetric=weights.get("symmetric") is True)
+                                    symmetric=weights.get("symmetric") is True, input_quant=_input_quant(group, where))
             if bits == 8:  # a "block" strategy stores an fp32 scale per block_structure tile (FP8-block checkpoints)
                 block = weights.get("block_structure") if weights.get("strategy") == "block" else None
                 tile = _q_int({"block_structure": block[0]}, where, "block_structure", default=0) if (
                     isinstance(block, list) and len(block) == 2 and block[0] == block[1]) else 0
-                return Quantization("fp8" if weights.get("type") == "float" else "int8", tile)
+                return Quantization("fp8" if weights.get("type") == "float" else "int8", tile,
+                                    input_quant=_input_quant(group, where))
             if bits:
                 raise KvplanError(f"{where}: {bits}-bit weights are not supported (4 or 8)", EXIT_USAGE)
     return Quantization(_dtype(cfg))
+
+
+def _input_quant(group: dict, where: str) -> tuple:
+    """A compressed-tensors scheme's `input_activations` as (type, num_bits, strategy, dynamic, symmetric), each with
+    QuantizationArgs' default where the config leaves it out (type int, symmetric true, dynamic false); () where the
+    scheme quantizes no activations (weight-only: W4A16, W8A16)."""
+    acts = group.get("input_activations")
+    if acts is None:
+        return ()
+    if not isinstance(acts, dict):
+        raise KvplanError(f"{where}.config_groups: input_activations must be an object, got {acts!r:.60}", EXIT_USAGE)
+    return (str(acts.get("type") or "int"), _q_int(acts, where, "num_bits", default=8), str(acts.get("strategy") or ""),
+            acts.get("dynamic") is True, acts.get("symmetric", True) is not False)
 
 
 def _fbgemm_keys(q: dict, where: str) -> None:

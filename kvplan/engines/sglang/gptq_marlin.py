@@ -16,10 +16,11 @@ Read: the shapes of kvplan.engines.marlin_shapes (qkv, o, gate_up, down of plain
 shared experts, where the counts give them exactly) and, for GPTQ, the routed experts (GPTQ Marlin MoE repacks each
 expert: w13 N = 2 x its width a rank, K = hidden; w2 N = hidden, K = its width). A shard that passes the repack but
 not the stricter K % 128 of verify_marlin_supports_shape (Llama-2-7B's down_proj at tp 8, K 1,376) meets the GEMM's
-thread configurations, not read here: planned. GPTQ's `sym` is not read by kvplan: a GPTQ checkpoint is taken as
-`sym: true` (AutoGPTQ's default), the only one SGLang runs on Marlin (TYPE_MAP {(4, True), (8, True)}), and the
-refusal says so. From 0.5.3 for GPTQ (before it, vLLM's GPTQ Marlin, not read) and 0.5.4 for compressed-tensors (the
-first release with its WNA16 scheme).
+thread configurations, not read here: planned. Only `sym: true` GPTQ runs on Marlin (TYPE_MAP {(4, True), (8, True)},
+0.5.23 `gptq.py` L298-301, L473-474): a `sym: false` checkpoint (Quantization.asym) fails is_gptq_marlin_compatible,
+so GPTQConfig loads it (L414-429), not GPTQ Marlin, and this refusal does not apply (that kernel's prep not read: the
+checkpoint's bytes). From 0.5.3 for GPTQ
+(before it, vLLM's GPTQ Marlin, not read) and 0.5.4 for compressed-tensors (the first release with its WNA16 scheme).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def _applies(model, gpu, version: str) -> bool:
     group = -1 if q.per_row else q.group_size
     cap = capability_of(gpu) if vendor_of(gpu) == "NVIDIA" else None
     return (since is not None and parse_version(version) >= since and bits_ok and group in GROUPS
-            and cap is not None and cap >= MARLIN_CC)
+            and cap is not None and cap >= MARLIN_CC and not q.asym)
 
 
 def _expert_shards(model, dep, moe_tp: int) -> list[tuple[str, int, int]]:
@@ -74,9 +75,7 @@ def check(model, dep, gpu, version: str, moe_tp: int, dense_tp: int) -> None:
     for name, n, k in [*dict.fromkeys(shards), *_expert_shards(model, dep, moe_tp)]:
         if n % TILE_N or k % TILE_K:
             dim, size, tile = ("size_n", n, TILE_N) if n % TILE_N else ("size_k", k, TILE_K)
-            sym = " (taken as sym: true, which kvplan does not read)" \
-                if model.quantization.quant_method == "gptq" else ""
-            raise KvplanError(f"SGLang {version} runs this checkpoint on Marlin{sym} and cannot repack the {name} at "
+            raise KvplanError(f"SGLang {version} runs this checkpoint on Marlin and cannot repack the {name} at "
                               f"{arg('tp')} {dep.tp}: a rank's shard is {n} outputs x {k} inputs, and "
                               f"gptq_marlin_repack stops the load (\"{dim} = {size} is not divisible by "
                               f"tile_{dim[-1]}_size = {tile}\"); SGLang pads no Marlin shard", EXIT_USAGE,

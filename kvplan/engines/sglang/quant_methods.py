@@ -64,8 +64,15 @@ def restated(model, version: str, notices) -> tuple[str, ...]:
 
 def check_release(model, version: str, defaulted: bool = False) -> None:
     """A one-line refusal where `model`'s checkpoint names a quant_method SGLang `version` does not register;
-    `defaulted`: no release was asked, `version` is kvplan's default, and the line says which release to pass."""
-    method = model.quantization.quant_method
+    `defaulted`: no release was asked, `version` is kvplan's default, and the line says which release to pass; a
+    compressed-tensors W4A8 checkpoint, which no SGLang linear scheme takes."""
+    method, q = model.quantization.quant_method, model.quantization
+    if method == "compressed-tensors" and q.method == "int4" and q.input_quant:
+        # W4A8: SGLang's linear schemes take int4 weights without input activations only (WNA16); a pack-quantized
+        # scheme with them reaches "No compressed-tensors compatible scheme was found." (0.5.23 compressed_tensors.py
+        # _get_scheme_from_parts L733-862; its W4A8 classes are MoE methods); other releases not read
+        raise KvplanError(f"SGLang {version} has no linear scheme for int4 weights with quantized activations (W4A8): "
+                          "\"No compressed-tensors compatible scheme was found\" (read in 0.5.23)", EXIT_USAGE)
     if method not in DROPPED or parse_version(version) < parse_version(DROPPED[method]):
         return
     which = f"{version} (kvplan's default; none was given)" if defaulted else version

@@ -33,7 +33,7 @@ from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
 from kvplan.engines.vllm import (
     api_servers, awq_bits, command, gdn_ba, gptq_order, moe_padding, multimodal,
-    plan_notes, pre_mla, quant_methods, uma,
+    plan_notes, pre_mla, quant_methods, uma, w4a8,
 )
 from kvplan.engines.vllm.pool import (  # noqa: F401
     BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools, v0_aligned_bytes,
@@ -261,10 +261,11 @@ class Vllm(Engine):
         return vllm_rule(model, parse_version(self.version or DEFAULT_VERSION))
 
     def settings(self, model, gpu, dep, req) -> Settings:
-        """The release's settings, once its quantization methods hold the plan's (kvplan.engines.vllm.quant_methods)
-        and its AWQ config on `gpu` loads the checkpoint (kvplan.engines.vllm.awq_bits)."""
+        """The release's settings, once its quantization methods hold the plan's (vllm.quant_methods) and its AWQ and
+        W4A8 rules on `gpu` load the checkpoint (vllm.awq_bits, vllm.w4a8)."""
         quant_methods.check_release(model, req, self.version or self.default_version, defaulted=self.version is None)
         awq_bits.check_gpu(model, self.version or self.default_version, gpu)
+        w4a8.check(model, dep, gpu, self.version or self.default_version)
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
     def assumptions(self, model, gpu, dep, st: Settings) -> tuple:
@@ -300,9 +301,8 @@ class Vllm(Engine):
         return multimodal.restated(model, opt_int(self.opts, "limit_mm_per_prompt", multimodal.UNSET), notices)
 
     def view(self, model, st: Settings):
-        """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (kvplan.engines.vllm.speculative);
-        the recurrent states in the types the release pools them in (kvplan.engines.vllm.ssm_dtype); from 0.30.0
-        no GPTQ g_idx (kvplan.engines.vllm.gptq_order)."""
+        """With an MTP drafter before 0.20.0, each MTP layer's own LM head copy (vllm.speculative); the recurrent
+        states in the types the release pools them in (vllm.ssm_dtype); from 0.30.0 no GPTQ g_idx (vllm.gptq_order)."""
         model = pre_mla.as_planned(model, st.version)  # before 0.7.1: MLA decompressed (kvplan.engines.vllm.pre_mla)
         vllm_ssm.check(model, st)
         model = gptq_order.view(vllm_view(model, st.v), st.v)

@@ -24,9 +24,9 @@ Counted: a rank's qkv (N = (heads / tp + 2 kv heads a rank) x head_dim, K = hidd
 head_dim / tp), gate_up (N = 2 I / tp, or I / tp ungated) and down (N = hidden, K = I / tp; the shapes read by
 kvplan.engines.marlin_shapes) in every plain-attention layer of the largest pipeline stage, a MoE model's dense MLPs
 and shared experts included, where the parameter counts give those shapes exactly (a role that does not is left out
-and said). A GPTQ checkpoint is priced as `sym: true` (Marlin's uint4b8 / uint8b128: no zero points), the common
-case, said in the note; AWQ and asymmetric
-compressed-tensors carry zero points (b / 8 B a padded entry). A bias, where a linear has one, is padded too (2 B a
+and said). A GPTQ checkpoint here is `sym: true` (Marlin's uint4b8 / uint8b128: no zero points; `sym: false` is
+refused from 0.22.0, kvplan.engines.vllm.gptq_order); AWQ and asymmetric compressed-tensors carry zero points (b / 8 B
+a padded entry). A bias, where a linear has one, is padded too (2 B a
 padded column) and not counted. 4-bit compressed-tensors only: its 8-bit configs may quantize activations (W8A8, not
 Marlin), which kvplan's spec does not tell apart.
 """
@@ -87,7 +87,7 @@ def linear_bytes(model, n: int, k: int, full_k: int, cap, v: tuple) -> int:
 
 
 def _zero_points(model) -> bool:
-    """AWQ: zero points; compressed-tensors: unless symmetric; GPTQ: priced as sym: true (module docstring)."""
+    """AWQ: zero points; compressed-tensors: unless symmetric; GPTQ: none (sym: true, module docstring)."""
     q = model.quantization
     return q.quant_method == "awq" or (q.quant_method == "compressed-tensors" and not q.symmetric)
 
@@ -126,8 +126,8 @@ def padded_bytes(model, dep, v: tuple, gpu) -> int:
 
 
 def note(model, dep, st) -> tuple:
-    """The padding said where it is counted (its bytes, GPTQ's sym assumption, the roles left out), or where Humming
-    may take the linears on 9.0 and it is not."""
+    """The padding said where it is counted (its bytes, the roles left out), or where Humming may take the linears on
+    9.0 and it is not."""
     cap = nvidia_capability(st.gpu)
     if not _applies(model, st.v) or cap is None or cap < MARLIN_CC:
         return ()
@@ -149,7 +149,6 @@ def note(model, dep, st) -> tuple:
         text = (f"vLLM {st.version} zero-pads the GPTQ / AWQ / WNA16 shards that fit neither Marlin tile "
                 f"(marlin_padded_nk): none among the projections read{left}")
         return (PlanWarning.literal(text),) if left else ()
-    sym = " (GPTQ priced as sym: true, no zero points)" if model.quantization.quant_method == "gptq" else ""
     return (PlanWarning("vLLM " + st.version + " zero-pads the GPTQ / AWQ / WNA16 linears whose per-rank shard fits "
-                        "neither Marlin tile (marlin_padded_nk): {} per GPU more weights, counted" + sym + left,
+                        "neither Marlin tile (marlin_padded_nk): {} per GPU more weights, counted" + left,
                         (b,), ("MiB",)),)

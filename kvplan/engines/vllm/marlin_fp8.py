@@ -37,8 +37,22 @@ expert: per-tensor -> w13 (1, 2N) and w2 (1, H); blocks -> w13 (H / 128, 2N) and
 checkpoint's fp32 (2N / 128, H / 128) and (H / 128, N / 128); N a rank's expert width (the whole width and
 cdiv(E, ep) experts under expert parallelism). Counted where N is whole tiles (N % 64, and N % 128 with blocks: then
 0.25.0's marlin_moe_padded_intermediate pads nothing); a shard that is not, or a width the counts do not give, is
-said, not counted. Not counted, said: other quantization methods' FP8 (compressed-tensors, fbgemm_fp8, ModelOpt:
-another scheme class each); a bias's padding (2 B a column) is not counted.
+said, not counted. Not counted, said: other quantization methods' FP8 (fbgemm_fp8, ModelOpt: another scheme class
+each); a bias's padding (2 B a column) is not counted.
+
+compressed-tensors FP8 (`quant_method: compressed-tensors`, 8-bit float weights) takes the same rule below 8.9: its
+W8A8 FP8 scheme needs capability 8.9 (CompressedTensorsW8A8Fp8.get_min_capability 89), and below it
+_get_scheme_from_parts returns CompressedTensorsW8A16Fp8 (0.10.0 compressed_tensors.py L411-424, 0.19.0 L629-646,
+0.33.0 L878-912), which calls prepare_fp8_layer_for_marlin itself through 0.19.0 (0.10.0 `schemes/
+compressed_tensors_w8a16_fp8.py` L59, 0.19.0 L133) and from 0.20.0 through init_wfp8_a16_linear_kernel, whose CUDA
+list is MarlinFP8ScaledMMLinearKernel alone through 0.24.0 (`kernels/linear/__init__.py` 0.21.0 L208-211, 0.24.0
+L343-346). A `tensor` scale is made channel-wise first (convert_to_channelwise) and ends as Marlin's (1, N) 16-bit
+row as fp8's does; a `channel` strategy's fp32 scale per output (counted by kvplan.readers.channel_scales) becomes
+the same (1, N) row, 2 B an output for the checkpoint's 4; a `block` one is fp8's block rule, taken from 0.19.0
+(0.10.0-0.14.0's scheme takes tensor and channel only, 0.10.0 L85-99; 0.15-0.18 not read: not counted, said). From
+0.25.0 HummingFP8ScaledMMLinearKernel comes first in that list (0.25.0 L376-380, 0.33.0 L522-526) and the wheels
+require humming-kernels, so Humming takes the linears (its layout not read: the checkpoint's bytes, said). The
+routed experts (CompressedTensorsW8A8Fp8MoEMethod's Marlin prep) were not read: said, not counted.
 """
 
 from __future__ import annotations
@@ -57,6 +71,8 @@ NATIVE_FP8_CC = (8, 9)  # has_device_capability(89): FP8 GEMMs; below it, Marlin
 NATIVE_FP4_CC = (10, 0)  # cutlass_fp4_supported: FP4 GEMMs; below it, Marlin
 NVFP4_METHODS = ("modelopt", "compressed-tensors")
 BLOCKS = (0, 128)  # per-tensor, or the 128 x 128 blocks of every block-FP8 checkpoint kvplan reads
+CT_BLOCK_FROM = (0, 19, 0)  # compressed-tensors' W8A16Fp8 takes the block strategy (0.10.0-0.14.0: not)
+CT_HUMMING_FROM = (0, 25, 0)  # Humming ahead of Marlin in the W8A16 FP8 kernel list
 
 
 def applies(model, gpu, v: tuple) -> bool:
@@ -67,31 +83,35 @@ def applies(model, gpu, v: tuple) -> bool:
     if q.method == "nvfp4":
         return (q.quant_method in NVFP4_METHODS and cap < NATIVE_FP4_CC and v >= dense.PADS_FROM
                 and not (v >= dense.HUMMING_FROM and cap == dense.HUMMING_CC))
+    if q.method == "fp8" and q.quant_method == "compressed-tensors":  # W8A16Fp8 (module docstring)
+        return cap < NATIVE_FP8_CC and READ_FROM <= v < CT_HUMMING_FROM and (not q.group_size or v >= CT_BLOCK_FROM)
     return v >= READ_FROM and q.method == "fp8" and q.quant_method == "fp8" and cap < NATIVE_FP8_CC
 
 
-def linear_bytes(n: int, k: int, block: int, v: tuple, fp4: bool = False) -> int:
-    """Bytes one rank's fp8 (or, `fp4`, NVFP4) linear of N outputs and K inputs gains as Marlin loads it."""
+def linear_bytes(n: int, k: int, block: int, v: tuple, fp4: bool = False, channel: bool = False) -> int:
+    """Bytes one rank's fp8 (or, `fp4`, NVFP4) linear of N outputs and K inputs gains as Marlin loads it; `channel`:
+    the checkpoint held an fp32 scale per output (compressed-tensors' channel strategy), freed."""
     if fp4:
         pn, pk = dense.padded_nk(n, k, 16)
         return (pn * pk - n * k) * 9 // 16
     pn, pk = dense.padded_nk(n, k, block or -1) if v >= dense.PADS_FROM else (n, k)
     loaded = pn * pk + 2 * pn * (pk // block if block else 1)
-    return loaded - n * k - (cdiv(n, block) * cdiv(k, block) * 4 if block else 0)
+    return loaded - n * k - (cdiv(n, block) * cdiv(k, block) * 4 if block else 4 * n if channel else 0)
 
 
 def _layer_bytes(model, layer, ffn: str, tp: int, v: tuple, mlps: dict, attention: bool) -> int:
     """One layer's bytes on a rank: its attention projections (where exact) and its dense or shared MLP."""
     q = model.quantization
-    fp4, block = q.method == "nvfp4", 0 if q.method == "nvfp4" else q.group_size
-    return sum(linear_bytes(x.n, x.k, block, v, fp4) for x in layer_shards(model, layer, ffn, tp, mlps, attention))
+    fp4, block, channel = q.method == "nvfp4", 0 if q.method == "nvfp4" else q.group_size, bool(q.channel_scales)
+    return sum(linear_bytes(x.n, x.k, block, v, fp4, channel)
+               for x in layer_shards(model, layer, ffn, tp, mlps, attention))
 
 
 def _expert_shard(model, dep) -> tuple[int, int] | None:
     """(a rank's expert width N, experts a rank holds) where the FP8 experts' Marlin scales are priced; None where the
     model has no FP8 routed experts, or their width is not read or not whole Marlin tiles (module docstring)."""
     q, p = model.quantization, model.params
-    if q.method != "fp8" or not p.num_experts or q.experts_method or q.kept_of("experts") >= p.experts:
+    if q.quant_method != "fp8" or not p.num_experts or q.experts_method or q.kept_of("experts") >= p.experts:
         return None
     width, split = exact_expert_width(model), dep.tp * dep.dp
     if not width or model.hidden_size % 128 or (dep.ep == 1 and width % split):
@@ -149,6 +169,7 @@ def _head(model, st) -> str:
     head = (f"vLLM {st.version} runs this FP8 checkpoint weight-only through Marlin on a GPU below compute capability "
             "8.9 (prepare_fp8_layer_for_marlin: 16-bit scales per output channel")
     head += ", block scales repeated over each block's columns" if q.group_size else ""
+    head += ", its fp32 ones freed" if q.channel_scales else ""
     return head + (", shards zero-padded by marlin_padded_nk)" if st.v >= dense.PADS_FROM else ")")
 
 
@@ -164,21 +185,38 @@ def note(model, dep, st) -> tuple:
     left = [f"the {', '.join(roles)} projections (shapes not exact from the counts)"] if roles else []
     if "routed experts'" in skipped:  # NVFP4's experts too: _expert_shard prices FP8's only
         left.append("the routed experts (their Marlin repacking: width not read or not whole tiles, or NVFP4's "
-                    "MoE prep, not read)")
+                    "or compressed-tensors' MoE prep, not read)")
     unpadded = st.v < dense.PADS_FROM and priced(model, dep, dense.PADS_FROM, st.gpu)[0] != b
     tail = f"; not counted: {' and '.join(left)}" if left else ""
     tail += ("; a shard fits neither Marlin tile, which this release neither checks nor pads (what then runs was not "
              "read): priced unpadded") if unpadded else ""
     if not b and not tail:
         return ()
-    return (PlanWarning(head + ": {} per GPU more weights, counted" + tail, (b,), ("MiB",)),)
+    return (PlanWarning(head + ": {} per GPU " + ("more" if b >= 0 else "fewer") + " weights, counted" + tail,
+                        (abs(b),), ("MiB",)),)
 
 
 def _humming_note(model, st) -> tuple:
-    """NVFP4 on 9.0 from 0.32.0, where Humming goes ahead of Marlin (its layout not read): the checkpoint's bytes."""
+    """NVFP4 on 9.0 from 0.32.0, where Humming goes ahead of Marlin (its layout not read): the checkpoint's bytes;
+    compressed-tensors FP8 below 8.9 where it is not priced (`_ct_note`)."""
     cap = nvidia_capability(st.gpu)
+    if model.quantization.quant_method == "compressed-tensors" and model.quantization.method == "fp8":
+        return _ct_note(model, st, cap)
     if (model.quantization.method != "nvfp4" or model.quantization.quant_method not in NVFP4_METHODS
             or cap != dense.HUMMING_CC or st.v < dense.HUMMING_FROM):
         return ()
     return (PlanWarning.literal(f"vLLM {st.version} tries Humming ahead of Marlin for NVFP4 linears on compute "
                                 "capability 9.0 (its layout kvplan did not read): the checkpoint's bytes counted"),)
+
+
+def _ct_note(model, st, cap) -> tuple:
+    """compressed-tensors FP8 below 8.9 in a release whose W8A16 path kvplan does not price (module docstring)."""
+    if cap is None or not dense.MARLIN_CC <= cap < NATIVE_FP8_CC or st.v < READ_FROM:
+        return ()
+    if st.v >= CT_HUMMING_FROM:
+        why = ("tries Humming ahead of Marlin for compressed-tensors' W8A16 FP8 linears (from 0.25.0; its layout "
+               "kvplan did not read)")
+    else:
+        why = "runs block-FP8 compressed-tensors linears by a W8A16 path kvplan read from 0.19.0 only"
+    return (PlanWarning.literal(f"vLLM {st.version} {why} below compute capability 8.9: the checkpoint's bytes "
+                                "counted"),)

@@ -7,7 +7,8 @@ plan assumes (a runner, a capture list, a kernel) or leaves unpriced, by release
 from __future__ import annotations
 
 from kvplan.engines import fp8_blocks
-from kvplan.engines.vllm import load_split, marlin_dense_pad, marlin_fp8, marlin_moe_pad, rocm_allreduce, v0_mla
+from kvplan.engines.vllm import (load_split, marlin_dense_pad, marlin_fp8, marlin_moe_pad, rocm_allreduce, v0_mla,
+                                 w4a8)
 from kvplan.engines.vllm.cudagraphs import capture_note, graph_notes
 from kvplan.engines.vllm.mxfp4 import unbundled_hopper, unbundled_note
 from kvplan.engines.vllm.overhead import sampler_note
@@ -54,6 +55,7 @@ def refined(model, dep, st: Settings) -> tuple:
 
 
 def marlin(model, dep, st) -> tuple:
-    """What Marlin does to the weights as loaded, said: GPTQ MoE and dense tile padding, FP8 weight-only repacking."""
+    """What Marlin does to the weights as loaded, said: GPTQ MoE and dense tile padding, FP8 weight-only repacking;
+    and CUTLASS W4A8's scale repacking (vllm.w4a8)."""
     return (*marlin_moe_pad.note(model, dep, st), *marlin_dense_pad.note(model, dep, st),
-            *marlin_fp8.note(model, dep, st))
+            *marlin_fp8.note(model, dep, st), *w4a8.note(model, dep, st))

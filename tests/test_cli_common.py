@@ -86,3 +86,30 @@ def test_a_drafter_the_engine_does_not_model_is_a_usage_error_in_every_command(k
     assert r.exit_code == 2, r.output
     assert r.stderr.startswith("Error: ") and needle in r.stderr and r.stdout == ""
     assert "model:" not in r.stderr  # refused before the model was looked up
+
+
+def test_an_option_group_is_its_flags_in_place_and_arrives_built():
+    # kvplan.cli._common.grouped: the group's fields are options where the group stands (help and order), and the
+    # command gets one HubFlags built from what was typed; a flag left out takes the field's default.
+    import typer
+    from typer.testing import CliRunner
+
+    got = []
+    app = typer.Typer()
+
+    @app.command()
+    @_common.cli_errors
+    @_common.grouped
+    def probe(first: _common.JsonOpt = False, hub: _common.HubFlags = _common.HubFlags(),
+              last: _common.PricesOpt = None):
+        got.append((first, hub, last))
+
+    help_text = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"}).output
+    assert [help_text.index(f) for f in ("--json", "--revision", "--token", "--timeout", "--prices")] == sorted(
+        help_text.index(f) for f in ("--json", "--revision", "--token", "--timeout", "--prices"))
+    assert "Hub revision (branch, tag or commit)" in help_text
+    result = CliRunner().invoke(app, ["--revision", "v1", "--timeout", "3"])
+    assert result.exit_code == 0, result.output
+    assert got == [(False, _common.HubFlags(revision="v1", token=None, timeout=3.0), None)]
+    bad = CliRunner().invoke(app, ["--timeout", "soon"])
+    assert bad.exit_code == 2 and "--timeout" in bad.output  # typer's own check of the field's type

@@ -44,6 +44,16 @@ def _record(rid: str) -> dict:
     return next(r for r in INDEX if r["id"] == rid)
 
 
+def _fp16_run(rec: dict, model_name: str, tp: int, gpu: str, context: int, opts: list[str]):
+    """A run's reported figures, and the newest SGLang as it ran (its `opts`) with the model, layout, settings and
+    --kv-cache-dtype float16 it is planned at."""
+    rep = parse_log((CORPUS / rec["log"]).read_text()).reported
+    model, dep = find_in_catalog(model_name), Deployment(tp, 1)
+    engine = resolve_engine("sglang", None, opts)
+    st = engine.settings(model, find_gpu(gpu), dep, Request(context=context))
+    return rep, engine, model, dep, st, canonical_kv_dtype("float16", model.dtype)
+
+
 def test_llama_8b_on_l40s_tokens_from_k_size_and_pool_from_the_budget():
     # sglang#13023 (keyboardAnt, 2025-11-11; held out): Llama-3.x-8B bf16 on one L40S, release inferred 0.5.5.
     rep = parse_log((CORPUS / _record("sglang-13023-llama-8b-l40s")["log"]).read_text()).reported
@@ -264,12 +274,9 @@ def test_qwen3_14b_on_two_rtx_a4500s_with_cpu_offload_pool_from_k_and_the_budget
     # does not plan for SGLang: the index marks it unpredictable and only the pool is checked.
     rec = _record("sglang-tianyang-qwen3-14b-2xa4500-offload")
     assert rec["gpu"] == "rtx-a4500" and rec["unpredictable"].startswith("--cpu-offload-gb 48")
-    rep = parse_log((CORPUS / rec["log"]).read_text()).reported
+    rep, engine, model, dep, st, fp16 = _fp16_run(rec, "qwen3-14b", 2, "rtx-a4500", 40960,
+                                                  ["mem_fraction_static=0.65", "chunked_prefill_size=2048"])
     assert rep["kv_tokens"].value == 139_814 and rep["weights_mem_usage_gb"].text == "1.50"
-    model, dep = find_in_catalog("qwen3-14b"), Deployment(2, 1)
-    engine = resolve_engine("sglang", None, ["mem_fraction_static=0.65", "chunked_prefill_size=2048"])
-    st = engine.settings(model, find_gpu("rtx-a4500"), dep, Request(context=40960))
-    fp16 = canonical_kv_dtype("float16", model.dtype)
     # K per token and rank: 40 layers x (8 KV heads / 2 ranks) x 128 x 2 B = 40,960 B (K + V 81,920). "5.33" is
     # [5.325, 5.335) GiB: rows 139,592..139,853, #tokens (rows - 1 page) 139,591..139,852, holding 139,814;
     # (139,814 + 1) x 40,960 = 5,726,822,400 B = 5.3335 GiB -> "5.33".
@@ -292,12 +299,9 @@ def test_qwen25_7b_awq_on_a_16gb_card_pool_from_k_and_the_budget():
     # usage=5.25 GB", "#tokens: 133052, K size: 3.55 GB". Card and release unnamed: only the pool is checked.
     rec = _record("sglang-agentivium-qwen25-7b-awq-16gb")
     assert rec["gpu"] is None and rec["version"] is None and rec["weights"] == "awq"
-    rep = parse_log((CORPUS / rec["log"]).read_text()).reported
+    rep, engine, model, dep, st, fp16 = _fp16_run(rec, "qwen2.5-7b", 1, "rtx-5080", 32768,
+                                                  ["mem_fraction_static=0.82", "chunked_prefill_size=8192"])
     assert rep["kv_tokens"].value == 133_052 and rep["k_size_gb"].text == "3.55"
-    model, dep = find_in_catalog("qwen2.5-7b"), Deployment(1, 1)
-    engine = resolve_engine("sglang", None, ["mem_fraction_static=0.82", "chunked_prefill_size=8192"])
-    st = engine.settings(model, find_gpu("rtx-5080"), dep, Request(context=32768))
-    fp16 = canonical_kv_dtype("float16", model.dtype)
     # K per token: 28 layers x 4 KV heads x 128 x 2 B = 28,672 B (K + V 57,344). "3.55" is [3.545, 3.555) GiB: rows
     # 132,758..133,131, #tokens (rows - 1 page) 132,757..133,130, holding 133,052; (133,052 + 1) x 28,672 =
     # 3,814,895,616 B = 3.5529 GiB -> "3.55".

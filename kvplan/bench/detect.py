@@ -35,18 +35,15 @@ def _json(text: str):
         return None
 
 
+def _first(readers, found) -> list[BenchRun] | None:
+    """The runs of the first reader whose test takes `found` (a JSON document or the file's text), in order."""
+    return next((parse(found) for matches, parse in readers if matches(found)), None)
+
+
 def _from_doc(doc) -> list[BenchRun] | None:
-    if vllm.matches(doc):
-        return vllm.parse(doc)
-    if sglang.matches(doc):
-        return [sglang.parse_line(doc, "the run")]
-    if aiperf.matches_json(doc):
-        return aiperf.parse_json(doc)
-    if llamabench.matches_json(doc):
-        return llamabench.parse_rows(doc)
-    if trtllm.matches_json(doc):
-        return trtllm.parse_json(doc)
-    return None
+    return _first(((vllm.matches, vllm.parse), (sglang.matches, lambda d: [sglang.parse_line(d, "the run")]),
+                   (aiperf.matches_json, aiperf.parse_json), (llamabench.matches_json, llamabench.parse_rows),
+                   (trtllm.matches_json, trtllm.parse_json)), doc)
 
 
 def _from_lines(text: str) -> list[BenchRun] | None:
@@ -68,13 +65,8 @@ def _from_text(text: str) -> list[BenchRun] | None:
         settings = serving.report_settings(text, fields)
         return [BenchRun("sglang-report" if sgl else "vllm-report", "the run", settings,
                          serving.report_metrics(fields))]
-    if aiperf.matches_csv(text):
-        return aiperf.parse_csv(text)
-    if llamabench.matches_csv(text):
-        return llamabench.parse_csv(text)
-    if llamabench.matches_md(text):
-        return llamabench.parse_md(text)
-    return None
+    return _first(((aiperf.matches_csv, aiperf.parse_csv), (llamabench.matches_csv, llamabench.parse_csv),
+                   (llamabench.matches_md, llamabench.parse_md)), text)
 
 
 def read_runs(text: str, where: str = "the file") -> list[BenchRun]:

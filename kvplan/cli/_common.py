@@ -8,13 +8,15 @@ which also has the core name each input by its flag; KVPLAN_DEBUG=1 shows the tr
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import json
 import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import Annotated, Callable, Optional, get_type_hints
 
 import typer
 
@@ -37,6 +39,8 @@ def _one_gpu(value: str) -> str:
     return value
 
 
+ModelArg = Annotated[str, typer.Argument(metavar="MODEL",
+                                        help="Catalog name or alias, a folder or config.json, or a Hub repo id.")]
 GpuOpt = Annotated[str, typer.Option(
     "--gpu", "-g", callback=_one_gpu, help="GPU name or alias (a100-80, h100, h200, mi300x, l40s, 4090; see `kvplan "
     "gpus`).")]
@@ -87,6 +91,40 @@ LoraOpt = Annotated[Optional[str], typer.Option(
     "(modules q,k,v,o,gate,up,down, attn, mlp; default every linear layer). Priced per engine as its own budget row.")]
 PricesOpt = Annotated[Optional[Path],
                       typer.Option("--prices", help="YAML of `gpu: price per GPU-hour` (any currency).")]
+
+
+@dataclasses.dataclass(frozen=True)
+class HubFlags:
+    """Where a Hub repo id is read from: `--revision`, `--token`, `--timeout` (fit, sweep, cheapest, simulate)."""
+
+    revision: RevisionOpt = None
+    token: TokenOpt = None
+    timeout: TimeoutOpt = 10.0
+
+
+def grouped(fn):
+    """A command whose parameters include option groups (a frozen dataclass of typer options, e.g. `hub: HubFlags`):
+    typer reads each group's fields as options in the group's place, and the command gets the group built from them.
+    So flags several commands share are declared once, with one name, default and help text."""
+    sig = inspect.signature(fn)
+    groups = {p.name: p.annotation for p in sig.parameters.values() if dataclasses.is_dataclass(p.annotation)}
+    params = []
+    for p in sig.parameters.values():
+        if p.name not in groups:
+            params.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+            continue
+        hints = get_type_hints(groups[p.name], include_extras=True)  # a module's string annotations resolved
+        params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                                     annotation=hints[f.name]) for f in dataclasses.fields(groups[p.name])]
+
+    @functools.wraps(fn)
+    def wrapper(**kwargs):
+        for name, group in groups.items():
+            kwargs[name] = group(**{f.name: kwargs.pop(f.name) for f in dataclasses.fields(group) if f.name in kwargs})
+        return fn(**kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=params)
+    return wrapper
 
 
 # Inputs whose flag is not `--` + the Python API keyword with dashes (`engine_version` is --engine-version).

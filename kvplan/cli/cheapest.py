@@ -8,21 +8,17 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import (
-    MAX_BATCH, AllowLongOpt, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, JsonOpt,
-    LoraOpt, MaxModelLenOpt, PricesOpt,
-    RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range, cli_errors, markup_safe, print_notes, print_result,
-    planned_by, progress_bar, stderr, table,
+    ModelArg, MAX_BATCH, AllowLongOpt, BlockSizeOpt, GmuOpt, HubFlags, HwOpt, JsonOpt, LoraOpt, MaxModelLenOpt,
+    PricesOpt, SpeculativeOpt, check_range, cli_errors, grouped, markup_safe, print_notes, print_result, planned_by,
+    progress_bar, stderr, table,
 )
 from kvplan.engines.context import limited
-from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
-from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, say
+from kvplan.cli.engine_flags import EngineFlags, lora_lines, speculative_request, with_speculative
+from kvplan.cli.offload import OffloadFlags, say
 from kvplan.cli.speed_flags import form_notes, plans_gaps, request_note, speed_band, speed_line
 from kvplan.speed.coverage import label
 from kvplan.cli.selection import memory_caveats, resolve_gpus, weight_caveats
-from kvplan.cli.workload import (
-    DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
-    check_workload_inputs, load_requests, sla_text,
-)
+from kvplan.cli.workload import SloPercentOpt, SloTpotOpt, SloTtftOpt, WorkloadFlags, sla_text
 from kvplan.compare.cheapest import RANKING, cheapest as rank, failure_summary, not_simulated
 from kvplan.compare.offload import check_tiers, size_each
 from kvplan.compare.sweep import parse_counts
@@ -49,9 +45,9 @@ def register(app: typer.Typer) -> None:
 
 
 @cli_errors
+@grouped
 def cheapest(
-    model: Annotated[str, typer.Argument(metavar="MODEL",
-                                         help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
+    model: ModelArg,
     concurrency: Annotated[Optional[int], typer.Option(
         "--concurrency", "-n", help="Concurrent requests that must fit at --ctx (with a workload: default 1, one "
         "request of --ctx).")] = None,
@@ -76,21 +72,14 @@ def cheapest(
                             typer.Option("--weight-dtype", help="Weight format override: bf16, fp8, int4, ...")] = None,
     gpu_memory_utilization: GmuOpt = None,
     block_size: BlockSizeOpt = None,
-    engine: EngineOpt = None,
-    engine_version: EngineVersionOpt = None,
-    engine_opt: EngineSettingOpt = None,
+    eng: EngineFlags = EngineFlags(),
     layouts: Annotated[bool, typer.Option(
         "--layouts", help="Try every valid tp × pp × dp (× ep) layout of each GPU count, not only tp then "
         "pp.")] = False,
     replicas: Annotated[int, typer.Option(
         "--replicas", help="Also reach the target with up to this many independent copies of a deployment (1: "
         "none).")] = 1,
-    workload: WorkloadOpt = None,
-    trace: TraceOpt = None,
-    trace_format: TraceFormatOpt = "auto",
-    qps: QpsOpt = None,
-    duration: DurationOpt = None,
-    seed: SeedOpt = 0,
+    wl: WorkloadFlags = WorkloadFlags(),
     slo_ttft: SloTtftOpt = 2.0,
     slo_tpot: SloTpotOpt = 0.1,
     slo_percent: SloPercentOpt = 99.0,
@@ -98,12 +87,8 @@ def cheapest(
     hw_profiles: HwOpt = None,
     speculative: SpeculativeOpt = None,
     lora: LoraOpt = None,
-    offload: OffloadOpt = None,
-    offload_backend: OffloadBackendOpt = "native",
-    host: HostOpt = None,
-    revision: RevisionOpt = None,
-    token: TokenOpt = None,
-    timeout: TimeoutOpt = 10.0,
+    off: OffloadFlags = OffloadFlags(),
+    hub: HubFlags = HubFlags(),
     as_json: JsonOpt = False,
 ):
     """The cheapest deployments that hold --concurrency requests of --ctx tokens (and a speed floor),
@@ -117,21 +102,20 @@ def cheapest(
     Exit code 6 when no deployment meets the target (the reasons are still printed).
     """
     hw = hw_profiles or ()
-    served = workload is not None or trace is not None
+    served = wl.served
     if concurrency is None and not served:
         raise KvplanError("give --concurrency N, or a workload to serve (--workload or --trace)", EXIT_USAGE)
-    check_workload_inputs(workload=workload, trace=trace, qps=qps, duration=duration, seed=seed, slo_ttft=slo_ttft,
-                          slo_tpot=slo_tpot, slo_percent=slo_percent)
+    wl.check(slo_ttft=slo_ttft, slo_tpot=slo_tpot, slo_percent=slo_percent)
     concurrency = 1 if concurrency is None else concurrency
     check_range("--concurrency", concurrency, 1, MAX_BATCH)
     if min_tps is not None and not 0 < min_tps < float("inf"):
         raise KvplanError(f"--min-tokens-per-second must be a positive number, got {min_tps:g}", EXIT_USAGE)
     check_range("--max-gpus", max_gpus, 1, 4096)
     check_range("--replicas", replicas, 1, 4096)
-    chosen, gmu = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
+    chosen, gmu = eng.configured(gpu_memory_utilization, block_size)
     drafter = speculative_request(speculative, chosen)
     adapters = parse_lora(lora)
-    asked = parse_offload_flags(offload, offload_backend, host)
+    asked = off.parse()
     if asked.tiers:
         check_tiers(chosen, asked.tiers, asked.backend)
     ctx_tokens = None if ctx is None else parse_tokens(ctx, "context")
@@ -139,9 +123,10 @@ def cheapest(
     canonical_kv_dtype(kv_dtype)
     wdt = canonical_weight_dtype(weight_dtype) if weight_dtype else None
     gpu_list, price_book = _gpus_and_prices(gpu, prices, hw)
-    loaded = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
-    resolved = resolve_model(model, revision=revision, token=token, timeout=timeout, loaded_bytes=loaded_as_model_dtype)
-    spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
+    loaded = wl.load() if served else None
+    resolved = resolve_model(model, revision=hub.revision, token=hub.token, timeout=hub.timeout,
+                             loaded_bytes=loaded_as_model_dtype)
+    spec = with_speculative(resolved.spec, drafter, token=hub.token, timeout=hub.timeout)
     spec, limit_notes, default_ctx = limited(chosen, spec, max_model_len, allow_long_context)
     deps = _deployments(spec, counts, max_gpus)  # a count no split can run fails before any notes
     print_notes(resolved, chosen)

@@ -6,19 +6,17 @@ input checked, both pools and the transfer planned, the split searched), and the
 (kvplan.report.disagg). Every assumption goes to stderr; data to stdout; `--json` for machines.
 """
 
+import dataclasses
 from typing import Annotated, Optional
 
 import typer
 
 from kvplan.cli.speed_flags import form_notes, plan_speed_notes, request_note
 from kvplan.cli._common import (
-    BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt, StepSpeedOpt,
-    WeightDtypeOpt,
-    cli_errors, print_warnings, stderr,
+    BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt,
+    StepSpeedOpt, WeightDtypeOpt, cli_errors, grouped, print_warnings, stderr,
 )
-from kvplan.cli.workload import (
-    DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
-)
+from kvplan.cli.workload import SloPercentOpt, SloTpotOpt, SloTtftOpt, WorkloadFlags
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.disagg import pool_command, pool_files
 from kvplan.hardware.links import DEFAULT_LINK
@@ -36,6 +34,7 @@ def register(app: typer.Typer) -> None:
 
 
 @cli_errors
+@grouped
 def disagg(
     model: Annotated[str, typer.Argument(help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
     gpu: GpuOpt,
@@ -58,12 +57,7 @@ def disagg(
     link: Annotated[str, typer.Option(
         "--link", help="Fabric between the pools: nvlink4, ib-400g, ib-200g, roce-400g, pcie-gen5, pcie-gen4, or a "
         "YAML file.")] = DEFAULT_LINK,
-    workload: WorkloadOpt = None,
-    trace: TraceOpt = None,
-    trace_format: TraceFormatOpt = "auto",
-    qps: QpsOpt = None,
-    duration: DurationOpt = None,
-    seed: SeedOpt = 0,
+    wl: WorkloadFlags = WorkloadFlags(),
     slo_ttft: SloTtftOpt = 2.0,
     slo_tpot: SloTpotOpt = 0.1,
     slo_percent: SloPercentOpt = 90.0,
@@ -111,7 +105,7 @@ def disagg(
     run = disagg_run(
         model, gpu, isl=isl, osl=osl, prefill_tp=prefill_tp, prefill_pp=prefill_pp, decode_tp=decode_tp,
         decode_pp=decode_pp, prefill_max_model_len=prefill_max_model_len, decode_max_model_len=decode_max_model_len,
-        link=link, workload=workload, trace=trace, trace_format=trace_format, qps=qps, duration=duration, seed=seed,
+        link=link, **dataclasses.asdict(wl),
         slo_ttft=slo_ttft, slo_tpot=slo_tpot, slo_percent=slo_percent, max_gpus=max_gpus, engine=engine,
         engine_version=engine_version, engine_opts=engine_opt, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
         gpu_memory_utilization=gpu_memory_utilization, block_size=block_size, max_num_seqs=max_num_seqs,

@@ -4,8 +4,10 @@ cheapest, simulate and check-log."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
+from kvplan.cli._common import EngineOpt, EngineSettingOpt, EngineVersionOpt
 from kvplan.engines import configure
 from kvplan.planning.speculative import apply, parse
 from kvplan.engines.served_dtype import loaded_as_model_dtype
@@ -19,6 +21,22 @@ def engine_from_flags(engine: Optional[str], version: Optional[str], opt_items, 
     for: the engine-neutral planner without --engine (kvplan.engines.configure, as the Python API's).
     Checked before anything is printed."""
     return configure(engine, version, opt_items or (), gpu_memory_utilization, block_size, emit=emit_to)
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineFlags:
+    """--engine, --engine-version and --engine-opt as given (an option group of fit, sweep and cheapest:
+    kvplan.cli._common.grouped)."""
+
+    engine: EngineOpt = None
+    engine_version: EngineVersionOpt = None
+    engine_opt: EngineSettingOpt = None
+
+    def configured(self, gpu_memory_utilization: Optional[str], block_size: Optional[int],
+                   emit_to: Optional[str] = None):
+        """engine_from_flags on these flags and the command's memory flags."""
+        return engine_from_flags(self.engine, self.engine_version, self.engine_opt, gpu_memory_utilization,
+                                 block_size, emit_to)
 
 
 def speculative_request(text, engine=None):

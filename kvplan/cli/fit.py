@@ -6,15 +6,14 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import (
-    AllowLongOpt, BatchOpt, BlockSizeOpt, CtxOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt,
-    JsonOpt, KvDtypeOpt, LoraOpt, MaxModelLenOpt, RevisionOpt, SpeculativeOpt, TimeoutOpt, TokenOpt, WeightDtypeOpt,
-    cli_errors, planned_by, print_notes, stderr,
+    AllowLongOpt, BatchOpt, BlockSizeOpt, CtxOpt, GmuOpt, GpuOpt, HubFlags, HwOpt, JsonOpt, KvDtypeOpt, LoraOpt,
+    MaxModelLenOpt, SpeculativeOpt, WeightDtypeOpt, cli_errors, grouped, planned_by, print_notes, stderr,
 )
 from kvplan.cli.engine_fit import fit_report
 from kvplan.engines.context import limited
-from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
+from kvplan.cli.engine_flags import EngineFlags, speculative_request, with_speculative
 from kvplan.cli.layouts import search
-from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
+from kvplan.cli.offload import OffloadFlags
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 from kvplan.core.units import parse_tokens
 from kvplan.hardware.gpus import find_gpu
@@ -52,6 +51,7 @@ def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int]
 
 
 @cli_errors
+@grouped
 def fit(
     model: Annotated[str, typer.Argument(
         metavar="MODEL", help="Catalog name or alias (llama-3-70b), a folder or config.json, or a Hub repo id.")],
@@ -86,35 +86,29 @@ def fit(
     kv_cache_memory: Annotated[Optional[str], typer.Option(
         "--kv-cache-memory", help="Exact per-GPU KV budget (as vLLM's flag), e.g. 28.2GiB or bytes.")] = None,
     block_size: BlockSizeOpt = None,
-    engine: EngineOpt = None,
-    engine_version: EngineVersionOpt = None,
-    engine_opt: EngineSettingOpt = None,
+    eng: EngineFlags = EngineFlags(),
     speculative: SpeculativeOpt = None,
     lora: LoraOpt = None,
     emit: Annotated[Optional[str], typer.Option(
         "--emit", help="Also print the serve command line for this plan: vllm, sglang or llama.cpp.")] = None,
     hw_profiles: HwOpt = None,
-    revision: RevisionOpt = None,
-    token: TokenOpt = None,
-    timeout: TimeoutOpt = 10.0,
+    hub: HubFlags = HubFlags(),
     explain: Annotated[bool, typer.Option("--explain", help="Print the formula with this model's numbers.")] = False,
     check: Annotated[bool, typer.Option("--check",
                                         help=f"Exit {EXIT_DOES_NOT_FIT} when the workload does not fit.")] = False,
-    offload: OffloadOpt = None,
-    offload_backend: OffloadBackendOpt = "native",
-    host: HostOpt = None,
+    off: OffloadFlags = OffloadFlags(),
     as_json: JsonOpt = False,
 ):
     """Does MODEL fit on GPU at this context: concurrency, longest context, GPUs needed, decode speed."""
     hw = find_gpu(gpu, hw_profiles or ())
     ctx_tokens = None if ctx is None else parse_tokens(ctx, "context")
-    tiers = parse_offload_flags(offload, offload_backend, host)
+    tiers = off.parse()
     # engine flags and the drafter are checked before the model is resolved (maybe a Hub download)
-    chosen, _ = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size, emit)
+    chosen, _ = eng.configured(gpu_memory_utilization, block_size, emit)
     drafter = speculative_request(speculative, chosen)
-    resolved = resolve_model(model, revision=revision, token=token, timeout=timeout,
+    resolved = resolve_model(model, revision=hub.revision, token=hub.token, timeout=hub.timeout,
                              loaded_bytes=loaded_as_model_dtype)
-    spec = with_speculative(resolved.spec, drafter, token=token, timeout=timeout)
+    spec = with_speculative(resolved.spec, drafter, token=hub.token, timeout=hub.timeout)
     spec, limit_notes, default_ctx = limited(chosen, spec, max_model_len, allow_long_context)
     # no --ctx: --max-model-len, else the engine's default length (the Request says it was not asked for)
     req = _request(ctx_tokens or (default_ctx if max_model_len else None), batch, kv_dtype, weight_dtype, spec,

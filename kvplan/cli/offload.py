@@ -8,6 +8,7 @@ kvplan.simulator.offload's. Everything said about assumptions goes to stderr; th
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, NamedTuple, Optional
 
 import typer
@@ -30,6 +31,18 @@ OffloadBackendOpt = Annotated[str, typer.Option(
 HostOpt = Annotated[Optional[str], typer.Option(
     "--host", help="Host profile: a bundled server (dgx-h100, dgx-h200, gb200-nvl72-tray) or a YAML file "
     "of the same keys (DRAM, links, NVMe, NIC; hosts/README.md in kvplan's hardware folder).")]
+
+
+@dataclasses.dataclass(frozen=True)
+class OffloadFlags:
+    """The three flags as given (an option group: kvplan.cli._common.grouped); `parse()` checks them."""
+
+    offload: OffloadOpt = None
+    offload_backend: OffloadBackendOpt = "native"
+    host: HostOpt = None
+
+    def parse(self) -> Offload:
+        return parse_flags(self.offload, self.offload_backend, self.host)
 
 
 class Offload(NamedTuple):

@@ -13,21 +13,17 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import (
-    AllowLongOpt, BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt,
-    LoraOpt, RevisionOpt, StepSpeedOpt,
-    TimeoutOpt, OUTPUT_FORMATS, SpeculativeOpt, TokenOpt, WeightDtypeOpt, cli_errors, output_files,
-    progress_bar, stderr,
+    ModelArg, AllowLongOpt, BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HubFlags, HwOpt, JsonOpt,
+    KvDtypeOpt, LoraOpt, StepSpeedOpt, OUTPUT_FORMATS, SpeculativeOpt, WeightDtypeOpt, cli_errors, grouped,
+    output_files, progress_bar, stderr,
 )
 from kvplan.cli.engine_fit import engine_result
 from kvplan.engines.context import limited
 from kvplan.cli.engine_flags import engine_from_flags, speculative_request, with_speculative
 from kvplan.cli.speed_flags import check_speed, form_notes, plan_speed_notes, request_note, speed_band
 from kvplan.cli.fit import _deployment, _request
-from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags, plan_offload
-from kvplan.cli.workload import (
-    DurationOpt, QpsOpt, SeedOpt, SloPercentOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt,
-    check_workload_inputs, load_requests, sla_text,
-)
+from kvplan.cli.offload import OffloadFlags, plan_offload
+from kvplan.cli.workload import SloPercentOpt, SloTpotOpt, SloTtftOpt, WorkloadFlags, sla_text
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError, arg
 from kvplan.core.files import atomic_write
 from kvplan.core.units import plural
@@ -59,19 +55,14 @@ def register(app: typer.Typer) -> None:
 
 
 @cli_errors
+@grouped
 def simulate(
-    model: Annotated[str, typer.Argument(metavar="MODEL",
-                                         help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
+    model: ModelArg,
     gpu: GpuOpt,
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="Total GPUs (tp × pp); default 1.")] = None,
     tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size.")] = None,
     pp: Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size.")] = None,
-    workload: WorkloadOpt = None,
-    trace: TraceOpt = None,
-    trace_format: TraceFormatOpt = "auto",
-    qps: QpsOpt = None,
-    duration: DurationOpt = None,
-    seed: SeedOpt = 0,
+    wl: WorkloadFlags = WorkloadFlags(),
     mode: Annotated[str, typer.Option(
         "--mode", help="KV pool: paged (pages as tokens arrive) or contiguous (one reservation per "
         "request).")] = "paged",
@@ -130,12 +121,8 @@ def simulate(
     hw_profiles: HwOpt = None,
     speculative: SpeculativeOpt = None,
     lora: LoraOpt = None,
-    offload: OffloadOpt = None,
-    offload_backend: OffloadBackendOpt = "native",
-    host: HostOpt = None,
-    revision: RevisionOpt = None,
-    token: TokenOpt = None,
-    timeout: TimeoutOpt = 10.0,
+    off: OffloadFlags = OffloadFlags(),
+    hub: HubFlags = HubFlags(),
 ):
     """Simulate serving a workload: concurrency, KV waste, preemptions, throughput, TTFT/TPOT, goodput.
 
@@ -147,27 +134,25 @@ def simulate(
     new_token_ratio); step times come from kvplan's calibrated model (--speed roofline: the bare
     roofline, a lower bound).
     """
-    check_workload_inputs(mode=mode, reserve=reserve, workload=workload, trace=trace, qps=qps, duration=duration,
-                          seed=seed, slo_ttft=slo_ttft, slo_tpot=slo_tpot, slo_percent=slo_percent,
-                          step_overhead=step_overhead, max_num_seqs=max_num_seqs,
-                          max_num_batched_tokens=max_num_batched_tokens)
+    wl.check(mode=mode, reserve=reserve, slo_ttft=slo_ttft, slo_tpot=slo_tpot, slo_percent=slo_percent,
+             step_overhead=step_overhead, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)
     if find_rate and compare:
         raise KvplanError("--find-rate searches one pool; drop --compare (or --find-rate)", EXIT_USAGE)
     check_speed(speed)
     opts = with_limits(engine, engine_opt, max_num_seqs, max_num_batched_tokens)  # the engine plans at them too
     chosen, _ = engine_from_flags(engine, engine_version, opts, gpu_memory_utilization, block_size)
-    asked = parse_offload_flags(offload, offload_backend, host)
+    asked = off.parse()
     tiers = asked.tiers
     if tiers and (mode != "paged" or no_prefix_caching or compare):
         raise KvplanError("--offload keeps evicted prefix blocks: it needs the paged pool with prefix caching "
                           "(no --mode contiguous, --no-prefix-caching or --compare)", EXIT_USAGE)
-    if any(t.auto for t in tiers) and trace is None:
+    if any(t.auto for t in tiers) and wl.trace is None:
         raise KvplanError("--offload cpu:auto sizes the tier from a trace's hit-rate curve: give --trace", EXIT_USAGE)
     files = output_files(output or [])
-    loaded = load_requests(workload, trace, trace_format, qps, duration, seed)
+    loaded = wl.load()
     sim, meta, notes, result = _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_dtype,
                                          gpu_memory_utilization, kv_cache_memory, overhead, block_size, step_overhead,
-                                         chosen, hw_profiles, revision, token, timeout, speculative, lora,
+                                         chosen, hw_profiles, hub.revision, hub.token, hub.timeout, speculative, lora,
                                          allow_long_context, speed, prefix_caching=not no_prefix_caching)
     held = scheduler_limits(chosen, result[0], max_num_seqs, max_num_batched_tokens)
     if tiers and not held.prefix_cache:
@@ -186,13 +171,12 @@ def simulate(
     meta.update(loaded.meta)
     requests = loaded.requests
     if tiers:
-        base, runs = _with_tiers(base, sim, meta, result, asked, requests, trace is not None)
+        base, runs = _with_tiers(base, sim, meta, result, asked, requests, wl.trace is not None)
     meta.update({"runs": list(runs), **held.meta(), **held.admission_meta(),
                  "prefix_caching": not no_prefix_caching and held.prefix_cache,
                  "slo_ttft_s": slo_ttft, "slo_tpot_s": slo_tpot})
     if find_rate:
-        requests = _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta,
-                                slo_ttft, slo_tpot, slo_percent)
+        requests = _search_rate(sim, wl, loaded, runs, meta, slo_ttft, slo_tpot, slo_percent)
     if fe is not None:  # said once the requests are the run's (--find-rate's rate)
         stderr(fe.said(requests))
         meta["front_end"] = fe.meta(requests)
@@ -200,9 +184,11 @@ def simulate(
     _report(meta, results, files, as_json, title)
 
 
-def _search_rate(sim, workload, loaded, qps, duration, seed, runs, meta, slo_ttft, slo_tpot, pct):
+def _search_rate(sim, wl, loaded, runs, meta, slo_ttft, slo_tpot, pct):
     """--find-rate: the highest rate meeting the SLA; returns that rate's requests (meta records the search).
-    `loaded`: load_requests()'s LoadedRequests (a trace's rows are reshaped at each rate, not read again)."""
+    `wl`: the workload flags; `loaded`: their LoadedRequests (a trace's rows are reshaped at each rate, not read
+    again)."""
+    workload, qps, duration, seed = wl.workload, wl.qps, wl.duration, wl.seed
     trace = loaded.trace_rows
     if trace is not None:
         make = lambda rate: shape_trace(trace, rate, duration)  # noqa: E731

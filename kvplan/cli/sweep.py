@@ -11,23 +11,20 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli._common import (
-    MAX_BATCH, AllowLongOpt, BlockSizeOpt, EngineOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, HwOpt, LoraOpt,
-    MaxModelLenOpt, PricesOpt, RevisionOpt, OUTPUT_FORMATS, SpeculativeOpt, TimeoutOpt, TokenOpt, check_range,
-    cli_errors, output_files, planned_by, progress_bar, stderr,
+    MAX_BATCH, AllowLongOpt, BlockSizeOpt, GmuOpt, HubFlags, HwOpt,
+    LoraOpt, MaxModelLenOpt, PricesOpt, OUTPUT_FORMATS, SpeculativeOpt, check_range, cli_errors, grouped, output_files,
+    planned_by, progress_bar, stderr,
 )
 from kvplan.engines.context import limited
-from kvplan.cli.engine_flags import engine_from_flags, lora_lines, speculative_request, with_speculative
-from kvplan.cli.offload import HostOpt, OffloadBackendOpt, OffloadOpt, parse_flags as parse_offload_flags
+from kvplan.cli.engine_flags import EngineFlags, lora_lines, speculative_request, with_speculative
+from kvplan.cli.offload import OffloadFlags
 from kvplan.cli.speed_flags import check_speed, form_notes, plans_gaps, request_note, speed_notes
 from kvplan.cli.sweep_output import ranked_rows, skipped_lines, sweep_table, write_files, write_stdout
 from kvplan.cli.sweep_size import DEFAULT_MAX_PLANS, check_size
 from kvplan.cli.selection import (
     GPU_LIST_HELP, memory_caveats, names, resolve_gpus, resolve_models, weight_caveats, weight_dtypes,
 )
-from kvplan.cli.workload import (
-    DurationOpt, QpsOpt, SeedOpt, SloTpotOpt, SloTtftOpt, TraceFormatOpt, TraceOpt, WorkloadOpt, check_workload_inputs,
-    load_requests,
-)
+from kvplan.cli.workload import SloTpotOpt, SloTtftOpt, WorkloadFlags
 from kvplan.compare.offload import check_tiers, size_each
 from kvplan.compare.sweep import RANKING, kv_dtypes_for, parse_counts, sweep as run_sweep
 from kvplan.core.dtypes import canonical_kv_dtype
@@ -51,6 +48,7 @@ def register(app: typer.Typer) -> None:
 
 
 @cli_errors
+@grouped
 def sweep(
     models: Annotated[str, typer.Option(
         "--models", "-m", help="Comma-separated models (catalog names, folders, Hub ids), or `all` for the whole "
@@ -71,9 +69,7 @@ def sweep(
     block_size: BlockSizeOpt = None,
     max_model_len: MaxModelLenOpt = None,
     allow_long_context: AllowLongOpt = False,
-    engine: EngineOpt = None,
-    engine_version: EngineVersionOpt = None,
-    engine_opt: EngineSettingOpt = None,
+    eng: EngineFlags = EngineFlags(),
     prices: PricesOpt = None,
     layouts: Annotated[bool, typer.Option(
         "--layouts", help="For each GPU count, the best of every valid tp × pp × dp (× ep) layout (by concurrency, "
@@ -86,23 +82,14 @@ def sweep(
     as_csv: Annotated[bool, typer.Option("--csv", help="Every plan as CSV on stdout (instead of the table).")] = False,
     top: Annotated[int, typer.Option("--top", help="Rows of the terminal table.")] = 20,
     title: Annotated[str, typer.Option("--title", help="Title of the HTML report.")] = "kvplan sweep",
-    workload: WorkloadOpt = None,
-    trace: TraceOpt = None,
-    trace_format: TraceFormatOpt = "auto",
-    qps: QpsOpt = None,
-    duration: DurationOpt = None,
-    seed: SeedOpt = 0,
+    wl: WorkloadFlags = WorkloadFlags(),
     slo_ttft: SloTtftOpt = 2.0,
     slo_tpot: SloTpotOpt = 0.1,
     hw_profiles: HwOpt = None,
     speculative: SpeculativeOpt = None,
     lora: LoraOpt = None,
-    offload: OffloadOpt = None,
-    offload_backend: OffloadBackendOpt = "native",
-    host: HostOpt = None,
-    revision: RevisionOpt = None,
-    token: TokenOpt = None,
-    timeout: TimeoutOpt = 10.0,
+    off: OffloadFlags = OffloadFlags(),
+    hub: HubFlags = HubFlags(),
     speed: Annotated[str, typer.Option(
         "--speed", help="Decode tok/s: calibrated (default: kvplan's step-time model fitted per engine on published "
         "measurements, beside the roofline bound) or roofline (the bare roofline only, a lower "
@@ -128,24 +115,23 @@ def sweep(
     check_speed(speed)
     if top < 0:
         raise KvplanError(f"--top must be 0 or more, got {top}", EXIT_USAGE)
-    chosen, gmu = engine_from_flags(engine, engine_version, engine_opt, gpu_memory_utilization, block_size)
+    chosen, gmu = eng.configured(gpu_memory_utilization, block_size)
     drafter = speculative_request(speculative, chosen)
     adapters = parse_lora(lora)
-    asked = parse_offload_flags(offload, offload_backend, host)
+    asked = off.parse()
     if asked.tiers:
         check_tiers(chosen, asked.tiers, asked.backend)
     files = output_files(output or [], "--json or --csv for stdout")
     if as_json and as_csv:
         raise KvplanError("--json and --csv both want stdout; write one of them to a file with --output", EXIT_USAGE)
-    served = workload is not None or trace is not None
-    check_workload_inputs(workload=workload, trace=trace, qps=qps, duration=duration, seed=seed, slo_ttft=slo_ttft,
-                          slo_tpot=slo_tpot)
-    loaded = load_requests(workload, trace, trace_format, qps, duration, seed) if served else None
+    served = wl.served
+    wl.check(slo_ttft=slo_ttft, slo_tpot=slo_tpot)
+    loaded = wl.load() if served else None
     gpu_list = resolve_gpus(gpu, hw)
     price_book = load_prices(prices, hw)
-    specs = _limited(chosen, [with_speculative(s, drafter, token=token, timeout=timeout)
-                              for s in resolve_models(models, revision, token, timeout, chosen)], max_model_len,
-                              allow_long_context)
+    specs = _limited(chosen, [with_speculative(s, drafter, token=hub.token, timeout=hub.timeout)
+                              for s in resolve_models(models, hub.revision, hub.token, hub.timeout, chosen)],
+                     max_model_len, allow_long_context)
     price_by_gpu = {g.key: p for g in gpu_list if (p := price_book.price(g)) is not None}
 
     per_model = len(gpu_list) * len(counts) * len(contexts) * len(weights)

@@ -6,6 +6,8 @@ tokens; units exist only here. GiB is 2^30 bytes and GB is 10^9 bytes, and the l
 
 from __future__ import annotations
 
+import math
+
 import re
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
@@ -28,6 +30,14 @@ _LETTER_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "k": 10**3, "m"
 _BYTES_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
+def _shown(text) -> str:
+    """What the user gave, quoted as an error repeats it: 40 characters at most (a hostile input is not echoed
+    whole)."""
+    if not isinstance(text, str):  # the Python API's numbers, as given
+        return repr(text)
+    return repr(text[:40]) + ("..." if len(text) > 40 else "")
+
+
 def parse_tokens(text: str | int, what: str = "context") -> int:
     """`128k` -> 131072, `1M` -> 1048576, `32768` -> 32768. Positive and sane, or a one-line error
     naming the input `what` (a keyword: kvplan.core.errors.arg)."""
@@ -36,19 +46,22 @@ def parse_tokens(text: str | int, what: str = "context") -> int:
     else:
         m = _TOKEN_RE.match(str(text))
         if not m:
-            raise KvplanError(f"{arg(what)} {text!r} is not a token count (try 32768, 32k, 128K or 1M)",
+            raise KvplanError(f"{arg(what)} {_shown(text)} is not a token count (try 32768, 32k, 128K or 1M)",
                               EXIT_USAGE, param=what, value=text)
         number, suffix = m.groups()
         scaled = float(number) * _TOKEN_SUFFIX[suffix.lower()]
+        if scaled > MAX_TOKENS:  # before int(): 5,000 nines are float infinity
+            raise KvplanError(f"{arg(what)} {_shown(text)} is absurd (more than {MAX_TOKENS:,} tokens)",
+                              EXIT_USAGE, param=what, value=text)
         if scaled != int(scaled):
-            raise KvplanError(f"{arg(what)} {text!r} is not a whole number of tokens",
+            raise KvplanError(f"{arg(what)} {_shown(text)} is not a whole number of tokens",
                               EXIT_USAGE, param=what, value=text)
         value = int(scaled)
     if value <= 0:
-        raise KvplanError(f"{arg(what)} must be a positive number of tokens, got {text!r}",
+        raise KvplanError(f"{arg(what)} must be a positive number of tokens, got {_shown(text)}",
                           EXIT_USAGE, param=what, value=text)
     if value > MAX_TOKENS:
-        raise KvplanError(f"{arg(what)} {text!r} is absurd (more than {MAX_TOKENS:,} tokens)",
+        raise KvplanError(f"{arg(what)} {_shown(text)} is absurd (more than {MAX_TOKENS:,} tokens)",
                           EXIT_USAGE, param=what, value=text)
     return value
 
@@ -57,7 +70,7 @@ def parse_token_list(text: str, what: str = "context") -> list[int]:
     """`8k,32k,128k` -> [8192, 32768, 131072]; a context given twice (`8k,8192`) is planned once."""
     items = [t for t in str(text).split(",") if t.strip()]
     if not items:
-        raise KvplanError(f"{arg(what)} list {text!r} is empty", EXIT_USAGE, param=what, value=text)
+        raise KvplanError(f"{arg(what)} list {_shown(text)} is empty", EXIT_USAGE, param=what, value=text)
     return list(dict.fromkeys(parse_tokens(t, what) for t in items))  # 32k,8k,8k: each once, in order given
 
 
@@ -74,23 +87,28 @@ def parse_bytes(text: str | int, what: str = "memory", allow_zero: bool = False)
         unit = m.group(2) if m else ""
         scale = _LETTER_UNITS.get(unit) or _BYTE_UNITS.get(unit.lower())
         if not m or scale is None:
-            raise KvplanError(f"{arg(what)} {text!r} is not a size (try 80GiB, 80GB or a number of bytes)",
+            raise KvplanError(f"{arg(what)} {_shown(text)} is not a size (try 80GiB, 80GB or a number of bytes)",
                               EXIT_USAGE, param=what, value=text)
         if scale == 1 and "." in m.group(1):
-            raise KvplanError(f"{arg(what)} {text!r}: a number of bytes must be whole (or give a unit: 1.5GiB)",
+            raise KvplanError(f"{arg(what)} {_shown(text)}: a number of bytes must be whole (or give a unit: "
+                              "1.5GiB)",
                               EXIT_USAGE, param=what, value=text)
         digits = m.group(1)
         # whole numbers stay integers (a byte count past 2**53 is exact); 400 digits are only absurd, never an
-        # OverflowError (issue 25, --offload)
-        number = int(digits) * scale if "." not in digits else float(digits) * scale
+        # OverflowError (issue 25, --offload), and 5,000 never int()'s ValueError past its 4,300-digit limit
+        whole = digits.split(".")[0].lstrip("0")
+        number = (math.inf if len(whole) > 20 else int(whole or "0") * scale if "." not in digits
+                  else float(digits) * scale)
         if number > 2**60:
-            raise KvplanError(f"{arg(what)} {text[:40]!r}{'...' if len(text) > 40 else ''} is absurd (more than an "
+            raise KvplanError(f"{arg(what)} {_shown(text)} is absurd (more than an "
                               "exbibyte)", EXIT_USAGE, param=what, value=text)
         value = int(number)
     if value < 0 or (value == 0 and not allow_zero):
-        raise KvplanError(f"{arg(what)} must be a positive size, got {text!r}", EXIT_USAGE, param=what, value=text)
+        raise KvplanError(f"{arg(what)} must be a positive size, got {_shown(text)}", EXIT_USAGE, param=what,
+                          value=text)
     if value > 2**60:
-        raise KvplanError(f"{arg(what)} {text!r} is absurd (more than an exbibyte)", EXIT_USAGE, param=what, value=text)
+        raise KvplanError(f"{arg(what)} {_shown(text)} is absurd (more than an exbibyte)", EXIT_USAGE, param=what,
+                          value=text)
     return value
 
 
@@ -99,9 +117,9 @@ def parse_fraction(text: str | float, what: str) -> float:
     try:
         value = float(text)
     except (TypeError, ValueError):
-        raise KvplanError(f"{arg(what)} {text!r} is not a number", EXIT_USAGE, param=what, value=text) from None
+        raise KvplanError(f"{arg(what)} {_shown(text)} is not a number", EXIT_USAGE, param=what, value=text) from None
     if not 0 < value <= 1:
-        raise KvplanError(f"{arg(what)} must be in (0, 1], got {text!r}", EXIT_USAGE, param=what, value=text)
+        raise KvplanError(f"{arg(what)} must be in (0, 1], got {_shown(text)}", EXIT_USAGE, param=what, value=text)
     return value
 
 

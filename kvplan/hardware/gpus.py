@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from kvplan.core.capped import read_capped
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg
 from kvplan.hardware.gpu_profile import (  # noqa: F401 (re-exported: kvplan.hardware.gpus.GPU, ...)
     GPU, PRECISIONS, USABLE_SOURCE_PREFIXES, parse_profile,
@@ -34,10 +35,13 @@ def _profile_files(files: Iterable[Any]) -> list[Any]:
 def _read_profile(f: Any) -> str:
     path = str(f)
     try:
-        if isinstance(f, Path) and f.stat().st_size > MAX_YAML_BYTES:
+        if not isinstance(f, Path):  # a bundled profile, inside the package
+            return f.read_text(encoding="utf-8")
+        data = read_capped(f, MAX_YAML_BYTES, f"hw profile {path}")
+        if data is None:
             raise KvplanError(f"hw profile {path}: larger than {MAX_YAML_BYTES // 2**20} MiB; not a GPU profile",
                               EXIT_USAGE)
-        return f.read_text(encoding="utf-8")
+        return data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise KvplanError(f"hw profile {path}: cannot read: {exc}", EXIT_USAGE) from None
 

@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from kvplan.core.capped import read_capped
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
 from kvplan.hardware.profile_check import CONFIDENCE_LEVELS, ProfileChecker
 from kvplan.hardware.yaml_strict import MAX_YAML_BYTES, load_yaml_strict, show
@@ -139,10 +140,11 @@ def load_host_file(path: str | Path) -> Host:
     """A host profile from a file, checked; a one-line error for a missing, huge or malformed file."""
     p = Path(path).expanduser()
     try:
-        if p.stat().st_size > MAX_YAML_BYTES:
+        data = read_capped(p, MAX_YAML_BYTES, f"host profile {p}")
+        if data is None:
             raise KvplanError(f"host profile {p}: larger than {MAX_YAML_BYTES // 2**20} MiB; not a host profile",
                               EXIT_USAGE)
-        text = p.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise KvplanError(f"host profile {path} not found", EXIT_NOT_FOUND) from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from kvplan.core.capped import read_capped
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
 from kvplan.hardware.profile_check import CONFIDENCE_LEVELS, norm_name as _norm
 from kvplan.hardware.yaml_strict import MAX_YAML_BYTES, load_yaml_strict
@@ -81,9 +82,10 @@ def load_link_file(path: str | Path) -> Link:
     """A link profile from a file, checked; a one-line error for a missing, huge or malformed one."""
     p = Path(path).expanduser()
     try:
-        if p.stat().st_size > MAX_YAML_BYTES:
+        data = read_capped(p, MAX_YAML_BYTES, f"link profile {p}")
+        if data is None:
             _fail(str(p), f"larger than {MAX_YAML_BYTES // 2**20} MiB")
-        text = p.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise KvplanError(f"link profile {path} not found", EXIT_NOT_FOUND) from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kvplan.core.capped import read_capped
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
 from kvplan.hardware.gpus import find_gpu
 from kvplan.hardware.yaml_strict import load_yaml_strict
@@ -53,10 +54,11 @@ def load_prices(path: str | Path | None, hw_dirs=()) -> Prices:
     if not p.is_file():
         what = "is not a file" if p.exists() else "does not exist"
         raise KvplanError(f"{where} {what}", EXIT_NOT_FOUND)
-    if p.stat().st_size > MAX_PRICES_BYTES:
-        raise KvplanError(f"{where}: larger than 1 MiB; not a prices file", EXIT_USAGE)
     try:
-        text = p.read_text(encoding="utf-8")
+        data = read_capped(p, MAX_PRICES_BYTES, where)
+        if data is None:
+            raise KvplanError(f"{where}: larger than 1 MiB; not a prices file", EXIT_USAGE)
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise KvplanError(f"{where}: not UTF-8 text", EXIT_USAGE) from None
     except OSError as exc:

@@ -46,6 +46,18 @@ def _num(value) -> float:
     return float(value) if value > 0 else 0.0
 
 
+def _factor(value) -> float:
+    """A rope_scaling factor: 1 where none is given. One that is not a positive number is refused, not read as 1:
+    vLLM multiplies the context limit by it (`_get_and_verify_max_len`), so 0 or -4 would make no context at all."""
+    if value is None:
+        return 1.0
+    if isinstance(value, float) and not math.isfinite(value):
+        return _num(value)  # refused as every RoPE value that is not finite
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise KvplanError(f"config: rope_scaling factor {str(value)[:40]!r} is not a positive number", EXIT_USAGE)
+    return float(value)
+
+
 def rope_cache_elems(data: dict, model_type: str, head_dim: int) -> int:
     """Elements of the cos/sin tables of the language model config `data` (0 when it has no RoPE)."""
     if model_type in _NO_ROPE or data.get("position_embedding_type") in ("absolute", "learned", "none", "alibi"):
@@ -62,7 +74,7 @@ def rope_cache_elems(data: dict, model_type: str, head_dim: int) -> int:
     if not max_pos or not rotary:
         return 0
     kind = scaling.get("rope_type") or scaling.get("type") or "default"
-    factor = _num(scaling.get("factor")) or 1.0
+    factor = _factor(scaling.get("factor"))
     rows = max_pos
     if kind in ("linear", "dynamic"):
         rows = max_pos * factor
@@ -99,7 +111,7 @@ def read_rope_scaling(data: dict, model_type: str = "") -> RopeScaling | None:
         if "factor" in entry or kind == "default":
             kind = this
         if "factor" in entry:
-            factor = _num(entry.get("factor")) or 1.0
+            factor = _factor(entry.get("factor"))
         if entry.get("original_max_position_embeddings") is not None:
             original = int(_num(entry.get("original_max_position_embeddings")))
     if factor * max(original, _num(data.get("max_position_embeddings")), 1) > LIMITS["window"]:

@@ -16,6 +16,7 @@ import struct
 from pathlib import Path
 from types import SimpleNamespace
 
+from kvplan.core.capped import read_capped
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.sources.hub_calls import MalformedHeader
 from kvplan.sources.hub_headers import HubWeights, index_shards, sum_headers
@@ -48,10 +49,11 @@ def local_weights(folder: Path) -> tuple[HubWeights | None, str]:
 
 def _shards(index: Path) -> list[str]:
     where = str(index)
-    if index.stat().st_size > MAX_INDEX_BYTES:
+    raw = read_capped(index, MAX_INDEX_BYTES, where)
+    if raw is None:
         raise KvplanError(f"{where}: larger than {MAX_INDEX_BYTES // 2**20} MiB; not a safetensors index", EXIT_USAGE)
     try:
-        data = json.loads(index.read_text(encoding="utf-8"))
+        data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise KvplanError(f"{where}: not valid JSON ({str(exc)[:80]})", EXIT_USAGE) from None
     shards = index_shards(data, where)

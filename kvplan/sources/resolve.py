@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvplan.core.capped import read_capped
 from kvplan.core.markup import readable
 from kvplan.core.errors import EXIT_NETWORK, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg
 from kvplan.readers.cfg import unwrap_text_config
@@ -64,12 +66,13 @@ def _local_config(path: Path) -> tuple[dict, bool]:
 
 
 def _read_json(path: Path) -> dict:
-    if path.stat().st_size > MAX_CONFIG_BYTES:
+    raw = read_capped(path, MAX_CONFIG_BYTES, str(path))
+    if raw is None:
         raise KvplanError(f"{path}: larger than {MAX_CONFIG_BYTES // 2**20} MiB; not a config.json", EXIT_USAGE)
     try:
         # Infinity / NaN are Python's JSON extensions and real configs use them where they size
         # nothing (Nemotron-H's time_step_limit); kvplan.readers.configs refuses them where they would.
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise KvplanError(f"{path}: not valid JSON ({exc})", EXIT_USAGE) from None
     except RecursionError:
@@ -93,6 +96,9 @@ def resolve_model(name: str, *, revision: str | None = None, token: str | None =
     if revision is not None and not revision.strip():  # (else a catalog name would be looked up on the Hub)
         raise KvplanError(f"{arg('revision')} must be a non-empty branch, tag or commit", EXIT_USAGE,
                           param="revision", value=revision)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise KvplanError(f"{arg('timeout')} must be a positive number of seconds, got {timeout!r}", EXIT_USAGE,
+                          param="timeout", value=timeout)  # NaN, -1 and inf were taken, whatever the model
     if looks_like_path(name):
         path = Path(name).expanduser()
         if not path.exists():

@@ -20,7 +20,7 @@ vLLM's rule, restated from the released wheels (docs/engines.md 1.7 has the walk
     memory (with pipeline stages, every stage's layers against one stage's memory); from v0.17.0 each
     worker's share of the global groups (`_project_kv_cache_groups_to_worker`) against its own memory.
 
-Unlike kvplan.engines.vllm.engine.max_context (the longest context `batch` requests reach in the allocated pool
+Unlike kvplan.engines.vllm.capacity.max_context (the longest context `batch` requests reach in the allocated pool
 of num_gpu_blocks), this compares bytes with the budget before any pool exists, follows the rules above
 and never looks at concurrency. For one pipeline stage from v0.19.0 the two agree at batch 1 (blocks x
 bytes_per_block <= budget exactly when blocks <= budget // bytes_per_block); they differ on hybrid layouts
@@ -45,7 +45,7 @@ from kvplan.model.layers import Kind
 from kvplan.core.search import largest_fitting
 
 FIRST = (0, 14, 0)  # the first release whose --max-model-len takes "auto"
-LABEL = "--max-model-len auto sets"  # its figure among vLLM's (kvplan.engines.vllm.engine.capacity)
+LABEL = "--max-model-len auto sets"  # its figure among vLLM's (kvplan.engines.vllm.capacity.capacity)
 
 
 @dataclass(frozen=True)

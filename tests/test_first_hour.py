@@ -300,3 +300,23 @@ def test_gpus_reads_one_line_a_gpu_at_80_columns_and_json_keeps_every_alias():
     assert "name left out at 80 columns" in " ".join(out.split())
     wide = _run("gpus", env={"COLUMNS": "200"}).stdout
     assert "NVIDIA GB300 (one Blackwell Ultra GPU of a Grace Blackwell superchip)" in wide  # whole where it fits
+
+
+def test_models_list_kv_per_token_is_fits_and_the_windowed_figure_is_named():
+    # Gemma 3 27B (google/gemma-3-27b-it's config: 62 layers, 16 KV heads x head_dim 128, every 6th layer global, the
+    # others a 1,024-token window), bf16: 2 x 16 x 128 x 2 = 8,192 B a layer and token. While the windows hold a
+    # token it costs 62 x 8,192 = 507,904 B (496 KiB); past them only the 10 global layers grow: 81,920 B (80 KiB).
+    # `models list` showed 496 KiB under "KV/token" while fit's "KV per token" and --json's kv_bytes_per_token said
+    # 80 KiB. Its KV/token is now fit's figure, the windowed one is headed "in windows", and the caption says which.
+    out = _run("models", "list", env={"COLUMNS": "80"}).stdout
+    assert max(len(line) for line in out.splitlines()) <= 80
+    header = next(line for line in out.splitlines() if "┃" in line)
+    cols = [c.strip() for c in header.split("┃")]
+    row = next(line for line in out.splitlines() if line.startswith("gemma-3-27b-it "))
+    cells = dict(zip(cols, (c.strip() for c in row.split("│"))))
+    fit = json.loads(_run("fit", "gemma-3-27b-it", "--gpu", "h100", "--ctx", "32k", "--json").stdout)["plans"][0]
+    assert fit["kv_bytes_per_token"] == 10 * 8_192 == 81_920
+    assert cells["KV/token"] == "80.00 KiB" and cells["in windows"] == "496.00 KiB"  # 507,904 / 1,024
+    assert "KV/token: what a token adds at long context" in " ".join(out.split())
+    doc = {m["name"]: m for m in json.loads(_run("models", "list", "--json").stdout)}
+    assert doc["gemma-3-27b-it"]["kv_bytes_per_token_within_windows"] == 62 * 8_192

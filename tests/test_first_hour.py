@@ -320,3 +320,32 @@ def test_models_list_kv_per_token_is_fits_and_the_windowed_figure_is_named():
     assert "KV/token: what a token adds at long context" in " ".join(out.split())
     doc = {m["name"]: m for m in json.loads(_run("models", "list", "--json").stdout)}
     assert doc["gemma-3-27b-it"]["kv_bytes_per_token_within_windows"] == 62 * 8_192
+
+
+def test_llamacpp_says_its_pool_is_the_batchs_and_what_memory_would_hold():
+    # Qwen3-32B at Q4_K_M on 2 x RTX 4090 (layers split 32 / 32), 16,384-token requests, f16 cache: 64 layers x 8 KV
+    # heads x 128 x 2 (K, V) x 2 B = 262,144 B a token, so -c 16,384 -np 1 is 16,384 x 262,144 = 4 GiB (4,096 MiB,
+    # llama.cpp's "KV cache size"). The Answers table said "KV pool tokens 16,384" beside "tokens requests can use
+    # 98,304" and "max concurrency 6" with nothing saying why: llama-server allocates -c cells for -np slots whatever
+    # memory is left, so the pool is the batch's, and 6 is what -np 6 -c 98,304 would hold. A note now says so, and
+    # the engine table's caption what its cells count; --batch 6 then fits with that pool, 7 does not.
+    flags = ("fit", "qwen3-32b", "--gpu", "rtx-4090", "--gpus", "2", "--ctx", "16k", "--engine", "llama.cpp",
+             "--weight-dtype", "q4_k_m")
+    r = _run(*flags, env={"COLUMNS": "80"})
+    assert "4096.00 MiB" in r.stdout and "16,384 cells (1 stream of 16,384)" in r.stdout  # 16,384 x 262,144 B
+    assert "cells and MiB: the whole cache (every layer, all its GPUs)" in " ".join(r.stdout.split())
+    plan = json.loads(_run(*flags, "--json").stdout)
+    assert plan["kv_cache_tokens"] == 16_384 and plan["max_concurrency"] == 6
+    assert ("note: 2 GPUs: llama-server allocates -c 16,384 for -np 1 (the batch) whatever memory is left; memory "
+            "holds 6 slots of 16,384: -c 98,304 -np 6 (--batch 6)") in r.stderr
+    six = json.loads(_run(*flags, "--batch", "6", "--json").stdout)
+    assert six["fits"] and six["kv_cache_tokens"] == 6 * 16_384 == 98_304
+    assert "llama-server allocates" not in _run(*flags, "--batch", "6").stderr  # the pool is what memory holds
+    assert not json.loads(_run(*flags, "--batch", "7", "--json").stdout)["fits"]
+
+
+def test_sweep_counts_read_as_words():
+    # sweep's summary said "of 1 model(s) × 2 GPU(s) × ... × 2 context(s)", as fit's titles said "GPU(s)" to round 38
+    r = _run("sweep", "-m", "llama-3.1-8b", "-g", "h100,a100-80", "-c", "8k,32k", "--gpu-counts", "1,2", "--top", "4")
+    assert "(s)" not in r.stderr
+    assert "8 plans (8 fit) of 1 model × 2 GPUs × GPU counts 1,2 × 2 contexts × KV auto; batch 1" in r.stderr

@@ -349,3 +349,23 @@ def test_sweep_counts_read_as_words():
     r = _run("sweep", "-m", "llama-3.1-8b", "-g", "h100,a100-80", "-c", "8k,32k", "--gpu-counts", "1,2", "--top", "4")
     assert "(s)" not in r.stderr
     assert "8 plans (8 fit) of 1 model × 2 GPUs × GPU counts 1,2 × 2 contexts × KV auto; batch 1" in r.stderr
+
+
+def test_cheapest_workload_tries_copies_with_replicas():
+    # Llama-3.1-8B on L40S, chat at 10 requests/s: one GPU's memory holds the 8k target, so cheapest made no copies
+    # (they came only from a concurrency one copy misses) and --replicas 4 changed nothing: every L40S count failed
+    # the SLA, 64 GPUs of tp 8 x pp 8 the "closest miss", though the README says a workload is tried on copies. Each
+    # deployment that holds the target is now also tried as 2 .. 4 copies, fewest GPUs first, within --max-gpus.
+    from kvplan.cli import app
+
+    flags = ["cheapest", "llama-3.1-8b", "--ctx", "8k", "--workload", "chat", "--qps", "10", "--gpu", "l40s",
+             "--duration", "30", "--json"]
+    alone = CliRunner().invoke(app, flags)
+    assert alone.exit_code == 6 and not json.loads(alone.stdout)["meets"]
+    doc = json.loads(_run(*flags, "--replicas", "4").stdout)
+    best = doc["meets"][0]
+    assert (best["replicas"], best["tp"], best["gpus_total"]) == (3, 1, 3)
+    # the one-copy deployments and each's 2 .. 4 copies up to 64 GPUs were judged: 1 x 2 GPUs failed before 3 met
+    tried = {(c["replicas"], c["gpus"]): c["why"] for c in doc["fails"]}
+    assert "misses the SLA" in tried[(2, 1)] and "misses the SLA" in tried[(1, 2)]
+    assert all(c["gpus"] * c.get("replicas", 1) <= 64 for c in doc["meets"] + doc["fails"])

@@ -369,3 +369,14 @@ def test_cheapest_workload_tries_copies_with_replicas():
     tried = {(c["replicas"], c["gpus"]): c["why"] for c in doc["fails"]}
     assert "misses the SLA" in tried[(2, 1)] and "misses the SLA" in tried[(1, 2)]
     assert all(c["gpus"] * c.get("replicas", 1) <= 64 for c in doc["meets"] + doc["fails"])
+
+
+def test_a_negative_size_is_called_negative_not_a_non_size():
+    # `--overhead -1GiB` said "'-1GiB' is not a size (try 80GiB, 80GB or a number of bytes)": it is one, negated
+    from kvplan.cli import app
+
+    for flag, value in (("--overhead", "-1GiB"), ("--kv-cache-memory", "-20GiB"), ("--overhead", "-2")):
+        r = CliRunner().invoke(app, ["fit", "llama-3.1-8b", "--gpu", "h100", f"{flag}={value}"])
+        assert r.exit_code == 2 and r.output.strip() == f"Error: {flag} must not be negative, got '{value}'"
+    r = CliRunner().invoke(app, ["fit", "llama-3.1-8b", "--gpu", "h100", "--overhead=-x"])
+    assert r.exit_code == 2 and "'-x' is not a size" in r.output

@@ -274,7 +274,7 @@ class LlamaCpp(Engine):
         if most > batch:  # the pool is the batch's -c, so the Answers' pool is below the tokens requests could use
             notes.append(f"{plural(dep.gpus, 'GPU')}: llama-server allocates -c {slot * batch:,} for -np {batch} (the "
                          f"batch) whatever memory is left; memory holds {plural(most, 'slot')} of {slot:,}: "
-                         f"-c {slot * most:,} -np {most} (--batch {most})")
+                         f"-c {slot * most:,} -np {most} ({arg('batch')} {most})")
         if slot > req.context:
             notes.append(f"each slot planned at {arg('max_model_len')} {slot:,} tokens, not {arg('context')} "
                          f"{req.context:,}: llama-server's -c / -np is both a request's limit and what every slot "

@@ -380,3 +380,17 @@ def test_a_negative_size_is_called_negative_not_a_non_size():
         assert r.exit_code == 2 and r.output.strip() == f"Error: {flag} must not be negative, got '{value}'"
     r = CliRunner().invoke(app, ["fit", "llama-3.1-8b", "--gpu", "h100", "--overhead=-x"])
     assert r.exit_code == 2 and "'-x' is not a size" in r.output
+
+
+def test_layout_table_says_its_per_gpu_columns_are_the_largest_stages():
+    # DeepSeek-V3 on 8 x H200, 128k, fp8 cache: the best layout, tp 1 x pp 2 x dp 4, showed "KV/req/GPU 2.18 GiB"
+    # (layers 0-30: 31 x 576 x 131,072 = 2,340,421,632 B) while the memory table under it said 2.11 GiB (layers
+    # 31-60, the stage that binds: 30 x 576 x 131,072 = 2,264,924,160 B), with nothing saying which stage each was.
+    out = _run("fit", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--ctx", "128k", "--kv-dtype", "fp8",
+               env={"COLUMNS": "80"}).stdout
+    first = next(line for line in out.splitlines() if line.startswith("1 │"))
+    assert "tp 1 × pp 2 × dp 4, ep 4" in first and first.rstrip().endswith(f"{2_340_421_632 / 2**30:.2f} GiB")
+    assert f"− batch × context │ {2_264_924_160 / 2**30:.2f} GiB" in " ".join(out.split())
+    flat = " ".join(out.split())
+    assert ("weights/GPU and KV/req/GPU: the most any GPU holds (under pipeline stages, each its largest stage's; "
+            "the memory table shows the stage that binds)") in flat

@@ -1,4 +1,4 @@
-"""A new user's first hour (issues 21/22, round 38): figures one output gave that contradicted each other, a table
+"""A new user's first hour (issues 21/22, rounds 38 and 39): figures one output gave that contradicted each other, a table
 line past 80 columns, and notes that quoted figures the README no longer shows, each found by running the README's
 commands and every subcommand from a fresh clone, and pinned here by the command a user runs."""
 
@@ -394,3 +394,15 @@ def test_layout_table_says_its_per_gpu_columns_are_the_largest_stages():
     flat = " ".join(out.split())
     assert ("weights/GPU and KV/req/GPU: the most any GPU holds (under pipeline stages, each its largest stage's; "
             "the memory table shows the stage that binds)") in flat
+
+
+def test_readme_points_check_bench_at_files_to_try():
+    # check-bench's README commands name bench-result.json, a file a new user does not have (docs/examples holds
+    # only a trace): the README now names the published files in tests/fixtures/bench, and the one it says needs
+    # no flags runs without any.
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "`tests/fixtures/bench/` holds published files of each kind it reads" in readme
+    name = re.search(r"`(vllm-[\w.-]+\.json)` is a `vllm bench serve` result and names its model and GPUs", readme)[1]
+    bench = REPO / "tests" / "fixtures" / "bench"
+    assert (bench / "SOURCES.md").is_file() and name in (bench / "SOURCES.md").read_text()
+    assert "TTFT" in _run("check-bench", str(bench / name), env={"COLUMNS": "80"}).stdout

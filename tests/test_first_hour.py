@@ -1,6 +1,7 @@
-"""A new user's first hour (issues 21/22, rounds 38 and 39): figures one output gave that contradicted each other, a table
-line past 80 columns, and notes that quoted figures the README no longer shows, each found by running the README's
-commands and every subcommand from a fresh clone, and pinned here by the command a user runs."""
+"""A new user's first hour (issues 21/22, rounds 38 and 39): figures one output gave that contradicted each other, a
+table line past 80 columns, notes that quoted figures the README no longer shows, and flags the README promised that
+did nothing, each found by running the README's commands and every subcommand from a fresh clone, and pinned here by
+the command a user runs."""
 
 from __future__ import annotations
 

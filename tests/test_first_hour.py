@@ -407,3 +407,21 @@ def test_readme_points_check_bench_at_files_to_try():
     bench = REPO / "tests" / "fixtures" / "bench"
     assert (bench / "SOURCES.md").is_file() and name in (bench / "SOURCES.md").read_text()
     assert "TTFT" in _run("check-bench", str(bench / name), env={"COLUMNS": "80"}).stdout
+
+
+def test_disagg_prefill_margin_is_judged_at_the_prompts_it_holds_at_once():
+    # disagg's prefill replica holds "in flight + staged" prompts at once (a step's worth being prefilled and those
+    # waiting for their transfer), but its command's margin line was judged on one prompt ("1 x 4,096 need 4,096;
+    # the lowest value that keeps 10% is 0.2"), a fraction below which the replica could not hold what it must. The
+    # margin is now the plan at that count, as the decode command's is at its batch.
+    r = _run("disagg", "llama-3.1-8b", "--gpu", "h100", "--isl", "4k", "--osl", "512", "--engine", "sglang",
+             "--speed", "roofline")
+    held = int(re.search(r"holds \d+ prompts of 4,096; in flight \+ staged (\d+)", r.stdout)[1])
+    assert held > 1
+    margin = next(line for line in r.stderr.splitlines() if line.startswith("prefill command: margin"))
+    assert f"; {held} x 4,096 need {held * 4096:,};" in margin
+    r = _run("disagg", "llama-3.1-70b", "--gpu", "h100", "--isl", "8192", "--osl", "1024", "--prefill-tp", "4",
+             "--decode-tp", "8")
+    held = int(re.search(r"holds \d+ prompts of 8,192; in flight \+ staged (\d+)", r.stdout)[1])
+    margin = next(line for line in r.stderr.splitlines() if line.startswith("prefill command: margin"))
+    assert f"; {held} x 8,192 tokens need " in margin

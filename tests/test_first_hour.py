@@ -1,6 +1,7 @@
-"""A new user's first hour (issues 21/22, round 38): figures one output gave that contradicted each other, a table
-line past 80 columns, and notes that quoted figures the README no longer shows, each found by running the README's
-commands and every subcommand from a fresh clone, and pinned here by the command a user runs."""
+"""A new user's first hour (issues 21/22, rounds 38 and 39): figures one output gave that contradicted each other, a
+table line past 80 columns, notes that quoted figures the README no longer shows, and flags the README promised that
+did nothing, each found by running the README's commands and every subcommand from a fresh clone, and pinned here by
+the command a user runs."""
 
 from __future__ import annotations
 
@@ -300,3 +301,127 @@ def test_gpus_reads_one_line_a_gpu_at_80_columns_and_json_keeps_every_alias():
     assert "name left out at 80 columns" in " ".join(out.split())
     wide = _run("gpus", env={"COLUMNS": "200"}).stdout
     assert "NVIDIA GB300 (one Blackwell Ultra GPU of a Grace Blackwell superchip)" in wide  # whole where it fits
+
+
+def test_models_list_kv_per_token_is_fits_and_the_windowed_figure_is_named():
+    # Gemma 3 27B (google/gemma-3-27b-it's config: 62 layers, 16 KV heads x head_dim 128, every 6th layer global, the
+    # others a 1,024-token window), bf16: 2 x 16 x 128 x 2 = 8,192 B a layer and token. While the windows hold a
+    # token it costs 62 x 8,192 = 507,904 B (496 KiB); past them only the 10 global layers grow: 81,920 B (80 KiB).
+    # `models list` showed 496 KiB under "KV/token" while fit's "KV per token" and --json's kv_bytes_per_token said
+    # 80 KiB. Its KV/token is now fit's figure, the windowed one is headed "in windows", and the caption says which.
+    out = _run("models", "list", env={"COLUMNS": "80"}).stdout
+    assert max(len(line) for line in out.splitlines()) <= 80
+    header = next(line for line in out.splitlines() if "┃" in line)
+    cols = [c.strip() for c in header.split("┃")]
+    row = next(line for line in out.splitlines() if line.startswith("gemma-3-27b-it "))
+    cells = dict(zip(cols, (c.strip() for c in row.split("│"))))
+    fit = json.loads(_run("fit", "gemma-3-27b-it", "--gpu", "h100", "--ctx", "32k", "--json").stdout)["plans"][0]
+    assert fit["kv_bytes_per_token"] == 10 * 8_192 == 81_920
+    assert cells["KV/token"] == "80.00 KiB" and cells["in windows"] == "496.00 KiB"  # 507,904 / 1,024
+    assert "KV/token: what a token adds at long context" in " ".join(out.split())
+    doc = {m["name"]: m for m in json.loads(_run("models", "list", "--json").stdout)}
+    assert doc["gemma-3-27b-it"]["kv_bytes_per_token_within_windows"] == 62 * 8_192
+
+
+def test_llamacpp_says_its_pool_is_the_batchs_and_what_memory_would_hold():
+    # Qwen3-32B at Q4_K_M on 2 x RTX 4090 (layers split 32 / 32), 16,384-token requests, f16 cache: 64 layers x 8 KV
+    # heads x 128 x 2 (K, V) x 2 B = 262,144 B a token, so -c 16,384 -np 1 is 16,384 x 262,144 = 4 GiB (4,096 MiB,
+    # llama.cpp's "KV cache size"). The Answers table said "KV pool tokens 16,384" beside "tokens requests can use
+    # 98,304" and "max concurrency 6" with nothing saying why: llama-server allocates -c cells for -np slots whatever
+    # memory is left, so the pool is the batch's, and 6 is what -np 6 -c 98,304 would hold. A note now says so, and
+    # the engine table's caption what its cells count; --batch 6 then fits with that pool, 7 does not.
+    flags = ("fit", "qwen3-32b", "--gpu", "rtx-4090", "--gpus", "2", "--ctx", "16k", "--engine", "llama.cpp",
+             "--weight-dtype", "q4_k_m")
+    r = _run(*flags, env={"COLUMNS": "80"})
+    assert "4096.00 MiB" in r.stdout and "16,384 cells (1 stream of 16,384)" in r.stdout  # 16,384 x 262,144 B
+    assert "cells and MiB: the whole cache (every layer, all its GPUs)" in " ".join(r.stdout.split())
+    plan = json.loads(_run(*flags, "--json").stdout)
+    assert plan["kv_cache_tokens"] == 16_384 and plan["max_concurrency"] == 6
+    assert ("note: 2 GPUs: llama-server allocates -c 16,384 for -np 1 (the batch) whatever memory is left; memory "
+            "holds 6 slots of 16,384: -c 98,304 -np 6 (--batch 6)") in r.stderr
+    six = json.loads(_run(*flags, "--batch", "6", "--json").stdout)
+    assert six["fits"] and six["kv_cache_tokens"] == 6 * 16_384 == 98_304
+    assert "llama-server allocates" not in _run(*flags, "--batch", "6").stderr  # the pool is what memory holds
+    assert not json.loads(_run(*flags, "--batch", "7", "--json").stdout)["fits"]
+
+
+def test_sweep_counts_read_as_words():
+    # sweep's summary said "of 1 model(s) × 2 GPU(s) × ... × 2 context(s)", as fit's titles said "GPU(s)" to round 38
+    r = _run("sweep", "-m", "llama-3.1-8b", "-g", "h100,a100-80", "-c", "8k,32k", "--gpu-counts", "1,2", "--top", "4")
+    assert "(s)" not in r.stderr
+    assert "8 plans (8 fit) of 1 model × 2 GPUs × GPU counts 1,2 × 2 contexts × KV auto; batch 1" in r.stderr
+
+
+def test_cheapest_workload_tries_copies_with_replicas():
+    # Llama-3.1-8B on L40S, chat at 10 requests/s: one GPU's memory holds the 8k target, so cheapest made no copies
+    # (they came only from a concurrency one copy misses) and --replicas 4 changed nothing: every L40S count failed
+    # the SLA, 64 GPUs of tp 8 x pp 8 the "closest miss", though the README says a workload is tried on copies. Each
+    # deployment that holds the target is now also tried as 2 .. 4 copies, fewest GPUs first, within --max-gpus.
+    from kvplan.cli import app
+
+    flags = ["cheapest", "llama-3.1-8b", "--ctx", "8k", "--workload", "chat", "--qps", "10", "--gpu", "l40s",
+             "--duration", "30", "--json"]
+    alone = CliRunner().invoke(app, flags)
+    assert alone.exit_code == 6 and not json.loads(alone.stdout)["meets"]
+    doc = json.loads(_run(*flags, "--replicas", "4").stdout)
+    best = doc["meets"][0]
+    assert (best["replicas"], best["tp"], best["gpus_total"]) == (3, 1, 3)
+    # the one-copy deployments and each's 2 .. 4 copies up to 64 GPUs were judged: 1 x 2 GPUs failed before 3 met
+    tried = {(c["replicas"], c["gpus"]): c["why"] for c in doc["fails"]}
+    assert "misses the SLA" in tried[(2, 1)] and "misses the SLA" in tried[(1, 2)]
+    assert all(c["gpus"] * c.get("replicas", 1) <= 64 for c in doc["meets"] + doc["fails"])
+
+
+def test_a_negative_size_is_called_negative_not_a_non_size():
+    # `--overhead -1GiB` said "'-1GiB' is not a size (try 80GiB, 80GB or a number of bytes)": it is one, negated
+    from kvplan.cli import app
+
+    for flag, value in (("--overhead", "-1GiB"), ("--kv-cache-memory", "-20GiB"), ("--overhead", "-2")):
+        r = CliRunner().invoke(app, ["fit", "llama-3.1-8b", "--gpu", "h100", f"{flag}={value}"])
+        assert r.exit_code == 2 and r.output.strip() == f"Error: {flag} must not be negative, got '{value}'"
+    r = CliRunner().invoke(app, ["fit", "llama-3.1-8b", "--gpu", "h100", "--overhead=-x"])
+    assert r.exit_code == 2 and "'-x' is not a size" in r.output
+
+
+def test_layout_table_says_its_per_gpu_columns_are_the_largest_stages():
+    # DeepSeek-V3 on 8 x H200, 128k, fp8 cache: the best layout, tp 1 x pp 2 x dp 4, showed "KV/req/GPU 2.18 GiB"
+    # (layers 0-30: 31 x 576 x 131,072 = 2,340,421,632 B) while the memory table under it said 2.11 GiB (layers
+    # 31-60, the stage that binds: 30 x 576 x 131,072 = 2,264,924,160 B), with nothing saying which stage each was.
+    out = _run("fit", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--ctx", "128k", "--kv-dtype", "fp8",
+               env={"COLUMNS": "80"}).stdout
+    first = next(line for line in out.splitlines() if line.startswith("1 │"))
+    assert "tp 1 × pp 2 × dp 4, ep 4" in first and first.rstrip().endswith(f"{2_340_421_632 / 2**30:.2f} GiB")
+    assert f"− batch × context │ {2_264_924_160 / 2**30:.2f} GiB" in " ".join(out.split())
+    flat = " ".join(out.split())
+    assert ("weights/GPU and KV/req/GPU: the most any GPU holds (under pipeline stages, each its largest stage's; "
+            "the memory table shows the stage that binds)") in flat
+
+
+def test_readme_points_check_bench_at_files_to_try():
+    # check-bench's README commands name bench-result.json, a file a new user does not have (docs/examples holds
+    # only a trace): the README now names the published files in tests/fixtures/bench, and the one it says needs
+    # no flags runs without any.
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "`tests/fixtures/bench/` holds published files of each kind it reads" in readme
+    name = re.search(r"`(vllm-[\w.-]+\.json)` is a `vllm bench serve` result and names its model and GPUs", readme)[1]
+    bench = REPO / "tests" / "fixtures" / "bench"
+    assert (bench / "SOURCES.md").is_file() and name in (bench / "SOURCES.md").read_text()
+    assert "TTFT" in _run("check-bench", str(bench / name), env={"COLUMNS": "80"}).stdout
+
+
+def test_disagg_prefill_margin_is_judged_at_the_prompts_it_holds_at_once():
+    # disagg's prefill replica holds "in flight + staged" prompts at once (a step's worth being prefilled and those
+    # waiting for their transfer), but its command's margin line was judged on one prompt ("1 x 4,096 need 4,096;
+    # the lowest value that keeps 10% is 0.2"), a fraction below which the replica could not hold what it must. The
+    # margin is now the plan at that count, as the decode command's is at its batch.
+    r = _run("disagg", "llama-3.1-8b", "--gpu", "h100", "--isl", "4k", "--osl", "512", "--engine", "sglang",
+             "--speed", "roofline")
+    held = int(re.search(r"holds \d+ prompts of 4,096; in flight \+ staged (\d+)", r.stdout)[1])
+    assert held > 1
+    margin = next(line for line in r.stderr.splitlines() if line.startswith("prefill command: margin"))
+    assert f"; {held} x 4,096 need {held * 4096:,};" in margin
+    r = _run("disagg", "llama-3.1-70b", "--gpu", "h100", "--isl", "8192", "--osl", "1024", "--prefill-tp", "4",
+             "--decode-tp", "8")
+    held = int(re.search(r"holds \d+ prompts of 8,192; in flight \+ staged (\d+)", r.stdout)[1])
+    margin = next(line for line in r.stderr.splitlines() if line.startswith("prefill command: margin"))
+    assert f"; {held} x 8,192 tokens need " in margin

@@ -140,7 +140,7 @@ def test_parse_offload_errors():
     assert [t.tier for t in parse_offload("cpu:64GiB,disk:2TiB,remote:10TB")] == ["cpu", "disk", "remote"]
     for bad, words in [("gpu:1GiB", "not one of"), ("cpu", "TIER:SIZE"), ("disk:1T,cpu:1G", "in order"),
                        ("cpu:1G,cpu:2G", "twice"), ("cpu:0x", "ratio"), ("disk:auto", "cpu tier only"),
-                       ("cpu:-3GiB", "not a size")]:
+                       ("cpu:-3GiB", "must not be negative")]:
         with pytest.raises(KvplanError, match=words):
             parse_offload(bad)
 

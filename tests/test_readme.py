@@ -125,6 +125,24 @@ def test_readme_command_runs(command, scratch):
     assert "internal error" not in result.output and "Traceback" not in result.output
 
 
+def test_readme_hub_example_reads_the_hub(scratch):
+    # The opening block's "from the Hub (config + safetensors metadata)" line named a repo id the catalog has, so it
+    # ran from the catalog and never asked the Hub (this test's fake Hub served it unread). With --revision it reads
+    # the Hub; without, stderr says the catalog answered and how to read the Hub instead.
+    from kvplan.cli import app
+
+    (line,) = [c for c in KVPLAN if c.startswith("kvplan fit meta-llama/")]
+    assert "# from the Hub" in next(raw for raw in README.splitlines() if raw.startswith(line))
+    r = CliRunner().invoke(app, shlex.split(line)[1:])
+    assert r.exit_code == 0, r.output
+    assert "meta-llama/Llama-3.1-8B-Instruct@main from the Hugging Face Hub" in r.stderr
+    r = CliRunner().invoke(app, ["fit", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100", "--ctx", "8k"])
+    assert r.exit_code == 0, r.output
+    said = r.stderr.splitlines()[0]
+    assert said == ("model: meta-llama/Llama-3.1-8B-Instruct → llama-3.1-8b-instruct "
+                    "(meta-llama/Llama-3.1-8B-Instruct) from the catalog; --revision main reads it from the Hub")
+
+
 def test_readme_deepseek_layout_figures_are_what_its_commands_print():
     # README's "DeepSeek-V3 on 8 x H200 at 32k holds ..." sentence quotes its layout commands' answers (kvplan's
     # own overhead estimate; tests/test_layouts.py checks the hand arithmetic with a fixed 2 GiB overhead).

@@ -22,6 +22,7 @@ from kvplan.cli.workload import SloPercentOpt, SloTpotOpt, SloTtftOpt, WorkloadF
 from kvplan.compare.cheapest import RANKING, cheapest as rank, failure_summary, not_simulated
 from kvplan.compare.offload import check_tiers, size_each
 from kvplan.compare.sweep import parse_counts
+from kvplan.compare.replicas import workload_copies
 from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 from kvplan.core.units import human_tokens, parse_tokens, plural
@@ -149,7 +150,7 @@ def cheapest(
         stderr(line)
     sims, front, sla = {}, None, (slo_ttft, slo_tpot, slo_percent)
     if served:
-        candidates, sims, front = _serve(candidates, spec, gpu_list, loaded, sla, chosen)
+        candidates, sims, front = _serve(candidates, (replicas, max_gpus), spec, gpu_list, loaded, sla, chosen)
     else:
         _say_speed(chosen, gpu_list, candidates, spec)
     tiers = _tiers(candidates, spec, chosen, asked) if asked.tiers else {}
@@ -239,10 +240,13 @@ def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candid
     return target, data
 
 
-def _serve(candidates, spec, gpu_list, loaded, sla, chosen):
+def _serve(candidates, copies, spec, gpu_list, loaded, sla, chosen):
     """(candidates re-judged by simulating the workload on them (kvplan.simulator.capacity), with the configured
     engine `chosen`'s calibrated step times and own scheduler limits, behind simulate's serving front end; the
-    simulated figures; that front end's JSON record, or None where its set fits no ingress)."""
+    simulated figures; that front end's JSON record, or None where its set fits no ingress). The served rate, not
+    memory, may need copies: `copies` (--replicas, --max-gpus) adds each one-copy candidate that holds the target
+    2 .. --replicas times (kvplan.compare.replicas.workload_copies)."""
+    candidates = workload_copies(candidates, *copies)
     engine = chosen.speed_key  # the coefficient set of its release (kvplan.speed.eras)
     stderr(loaded.said)
     plans = [c.plan for c in candidates if c.plan is not None]

@@ -138,8 +138,8 @@ def _limit_notes(held: dict) -> list[str]:
 
 def _report(res, chosen, spec, as_json: bool, kind: Optional[str], gpu) -> None:
     print_warnings([(p.role, plan_warnings(p.plan)) for p in (res.prefill, res.decode)])
-    commands = {"prefill": pool_command(chosen, res.prefill.result, spec, "prefill", res.prefill.holds,
-                                        res.prefill.max_model_len),
+    commands = {"prefill": pool_command(chosen, res.prefill_serve or res.prefill.result, spec, "prefill",
+                                        res.prefill.holds, res.prefill.max_model_len),
                 "decode": pool_command(chosen, res.decode_serve or res.decode.result, spec, "decode",
                                        res.decode_batch, res.decode.max_model_len)}
     kv = res.prefill.plan.request.kv_dtype
@@ -148,7 +148,8 @@ def _report(res, chosen, spec, as_json: bool, kind: Optional[str], gpu) -> None:
            f"link {res.link.key} ({res.link.per_gpu_bytes_per_s / 1e9:g} GB/s per "
            f"GPU one way, {res.link.latency_s * 1e6:g} us per transfer); step times: "
            f"{label(res.setup.speed_engine, res.setup.speed)}")
-    for role, result in (("prefill", res.prefill.result), ("decode", res.decode_serve or res.decode.result)):
+    for role, result in (("prefill", res.prefill_serve or res.prefill.result),
+                         ("decode", res.decode_serve or res.decode.result)):
         note = chosen.emit_note(result, spec) if commands[role] else None
         if note:  # the utilisation its command names, and why it may differ from the pool's as planned
             stderr(f"{role} command: {note}")

@@ -45,7 +45,9 @@ def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool, no
         console.print(t)
         console.print("Ranked by concurrent requests at the context (each dp rank holds its own), then decode "
                       "tokens/s at the batch (tok/s ≤: the roofline's bound; the calibrated figure of the best "
-                      "is below); ✗: does not fit. --json lists every layout with why.")
+                      "is below); weights/GPU and KV/req/GPU: the most any GPU holds (under pipeline stages, each "
+                      "its largest stage's; the memory table shows the stage that binds); ✗: does not fit. --json "
+                      "lists every layout with why.")
         note = pipeline_note(plans, TOP)
         if note:
             console.print(note)

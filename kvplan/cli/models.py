@@ -33,6 +33,11 @@ def register(app: typer.Typer) -> None:
     app.add_typer(models_app, name="models")
 
 
+LIST_CAPTION = ("KV/token: what a token adds at long context, past every sliding window (fit's KV per token, "
+                "--json's kv_bytes_per_token; 0 B where every layer is windowed); in windows: what a token costs "
+                "while every window still holds it (kv_bytes_per_token_within_windows); the cache in the model's dtype")
+
+
 def _kv_per_token(spec) -> tuple[int, int]:
     """(bytes a token adds at long context, bytes a token costs while every window still holds it)."""
     dt = canonical_kv_dtype("auto", spec.dtype)
@@ -64,14 +69,15 @@ def list_models(as_json: JsonOpt = False):
     rows = [_summary(s) for s in specs]
 
     def render(console) -> None:
-        # KV/token: what a token costs while every sliding window still holds it; beyond windows: what
-        # one more token adds at long context (0 when every layer is windowed or a fixed state).
-        # Aliases, family, exact bytes and the rest: `models show NAME` or --json (80 columns hold no more).
-        numeric = ("params", "active", "KV/token", "past windows", "max ctx")
-        t = table(["name", *numeric], right=numeric)
+        # KV/token is fit's "KV per token" and --json's kv_bytes_per_token (what a token adds at long context, past
+        # every window); "in windows" what a token costs while every sliding window still holds it (Gemma 3 27B:
+        # 80 against 496 KiB, which a "KV/token" column showed while fit said 80). Aliases, family, exact bytes and
+        # the rest: `models show NAME` or --json (80 columns hold no more).
+        numeric = ("params", "active", "KV/token", "in windows", "max ctx")
+        t = table(["name", *numeric], right=numeric, title=LIST_CAPTION)
         for r in rows:
             t.add_row(markup_safe(r["name"]), f"{r['params'] / 1e9:,.1f}B", f"{r['params_active'] / 1e9:,.1f}B",
-                      human_bytes(r["kv_bytes_per_token_within_windows"]), human_bytes(r["kv_bytes_per_token"]),
+                      human_bytes(r["kv_bytes_per_token"]), human_bytes(r["kv_bytes_per_token_within_windows"]),
                       human_tokens(r["max_context"]))
         print_stacked(console, t)  # a name too long for its column on a line of its own, never broken
 

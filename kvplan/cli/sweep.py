@@ -198,8 +198,9 @@ def _run(args, kwargs, total: int):
 def _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu,
              price_book) -> list[str]:
     fitting = sum(p.fits for p in result.plans)
-    summary = [f"{plural(len(result.plans), 'plan')} ({fitting:,} fit) of {len(specs)} model(s) × {len(gpu_list)} "
-               f"GPU(s) × GPU counts {','.join(map(str, counts))} × {len(contexts)} context(s) × KV "
+    summary = [f"{plural(len(result.plans), 'plan')} ({fitting:,} fit) of {plural(len(specs), 'model')} × "
+               f"{plural(len(gpu_list), 'GPU')} × GPU counts {','.join(map(str, counts))} × "
+               f"{plural(len(contexts), 'context')} × KV "
                f"{','.join(kv_names)}"
                + (f" × weights {','.join(w or 'auto' for w in weights)}" if weights != [None] else "")
                + f"; batch {batch}"]

@@ -6,7 +6,9 @@ GPUs, at R x its cost. For a deployment that falls short of the target, the fewe
 reach it are R = ceil(target / C); each then serves ceil(target / R) requests, and its plan at that
 batch says whether it fits and how fast it decodes. Layouts: for each GPU count, every valid
 tp x pp x dp (x ep) layout (kvplan.planning.layout.candidate_layouts), not only the default split.
-Pure, no I/O.
+With a workload (`cheapest --workload --replicas N`) memory seldom binds but the served rate does: each
+deployment that holds the concurrency target is also tried as 2 .. N copies (`workload_copies`), each serving
+every R-th request (kvplan.simulator.capacity.simulate_plan). Pure, no I/O.
 """
 
 from __future__ import annotations
@@ -49,3 +51,13 @@ def replicated(candidate, model, gpu, req, concurrency: int, max_replicas: int, 
     why = why_fn(q, each)
     return replace(candidate, plan=q, replicas=n, meets=why is None, step_seconds=None,  # the caller prices q
                    why=None if why is None else f"{n} replicas: {why}")
+
+
+def workload_copies(candidates: list, max_replicas: int, max_gpus: int) -> list:
+    """`candidates` and 2 .. `max_replicas` copies of each one-copy deployment that holds the concurrency target, on
+    at most `max_gpus` GPUs in all, for a workload to judge: a copy serves a share of the requests, so copies of a
+    deployment whose memory holds the target can meet a rate one misses (8 B on an L40S at 10 requests/s). Its plan
+    is the one copy's: each copy holds at least the target too."""
+    return candidates + [replace(c, replicas=r) for c in candidates if c.meets and c.replicas == 1
+                         and c.plan is not None for r in range(2, max_replicas + 1)
+                         if r * c.deployment.gpus <= max_gpus]

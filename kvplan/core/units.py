@@ -74,6 +74,12 @@ def parse_token_list(text: str, what: str = "context") -> list[int]:
     return list(dict.fromkeys(parse_tokens(t, what) for t in items))  # 32k,8k,8k: each once, in order given
 
 
+def parses_as_size(text: str) -> bool:
+    """Whether `text` reads as a size (`80GiB`, `28G`, `1024`)."""
+    m = _BYTES_RE.match(text)
+    return bool(m) and (_LETTER_UNITS.get(m.group(2)) or _BYTE_UNITS.get(m.group(2).lower())) is not None
+
+
 def parse_bytes(text: str | int, what: str = "memory", allow_zero: bool = False) -> int:
     """`80GiB` -> 85899345920, `80GB` -> 80000000000, `1073741824` -> 1073741824.
 
@@ -86,6 +92,8 @@ def parse_bytes(text: str | int, what: str = "memory", allow_zero: bool = False)
         m = _BYTES_RE.match(str(text))
         unit = m.group(2) if m else ""
         scale = _LETTER_UNITS.get(unit) or _BYTE_UNITS.get(unit.lower())
+        if str(text).strip().startswith("-") and parses_as_size(str(text).strip()[1:]):  # -1GiB: a size, negated
+            raise KvplanError(f"{arg(what)} must not be negative, got {text!r}", EXIT_USAGE, param=what, value=text)
         if not m or scale is None:
             raise KvplanError(f"{arg(what)} {_shown(text)} is not a size (try 80GiB, 80GB or a number of bytes)",
                               EXIT_USAGE, param=what, value=text)

@@ -11,7 +11,7 @@ from kvplan.core.markup import plain
 from kvplan.hardware.facts import bf16_fact, runs_bf16
 from kvplan.planning.plan import KV_ENGINE_AUTO, KV_TOPICS, Plan
 from kvplan.planning.layout import layout_text
-from kvplan.core.units import gib, human_bytes, human_tokens
+from kvplan.core.units import gib, human_bytes, human_tokens, plural
 from kvplan.planning.speculative import report
 from kvplan.report.fitted import fitted_table
 from rich.text import Text
@@ -35,7 +35,7 @@ FIGURE_FORMATS = {
     "times": lambda v: f"{v:.2f}x",
     "a x b": lambda v: f"{v[0]} x {v[1]}",
     "a / b": lambda v: f"{v[0]:,} / {v[1]}",
-    "cells in streams": lambda v: f"{v[0]:,} cells ({v[1]} stream(s) of {v[2]:,})",
+    "cells in streams": lambda v: f"{v[0]:,} cells ({plural(v[1], 'stream')} of {v[2]:,})",
     "cells per stream": lambda v: f"{v:,} cells per stream",
     "B full + B SWA x ratio": lambda v: f"{v[0]:,} B full + {v[1]:,} B SWA x {v[2]:g}",
     "sglang tokens, K GiB": lambda v: f"#tokens: {v[0]:,}, K size: {v[1] / GIB:.2f} GB (GiB)",

@@ -109,7 +109,9 @@ def filter_candidates(candidates: list, spec, gpus: dict, target: Target, progre
     done: set = set()
     judged: dict = {}
     sims: dict = {}
-    order = sorted(range(len(candidates)), key=lambda i: (candidates[i].gpu, candidates[i].deployment.gpus))
+    # fewest GPUs first, copies counted (2 x 1 GPU before 4 GPUs); of as many, one copy first
+    order = sorted(range(len(candidates)), key=lambda i: (candidates[i].gpu, candidates[i].gpus,
+                                                          candidates[i].replicas))
     for n, i in enumerate(order):
         c = candidates[i]
         if not c.meets:

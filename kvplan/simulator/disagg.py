@@ -94,6 +94,8 @@ class Result:
     ratio: tuple  # (x, y): prefill and decode replicas that balance the rates
     search: dict = field(default_factory=dict)  # with a rate: chosen split, tried splits, aggregated
     decode_serve: object = None  # the decode plan at its batch: the EngineResult its serve command comes from
+    # the prefill plan at the prompts it holds at once (in flight + staged): its serve command's and margin's
+    prefill_serve: object = None
     limits: dict = field(default_factory=dict)  # role -> kvplan.simulator.limits.Limits each pool's replicas run at
 
 
@@ -140,8 +142,12 @@ def plan_disagg(spec, hw, engine, req, prefill_dep, decode_dep, link, setup: Set
     tpot = ds.decode_s(batch, batch * (setup.isl + setup.osl // 2))
     prefill_rps, decode_rps = per_step / step_s, batch / (max(1, setup.osl - 1) * tpot)
     serve = engine.result(spec, hw, decode_dep, replace(req, context=setup.decode_max_model_len, batch=batch))
+    held_at_once = max(1, min(pre.holds, pre.needs))  # what the prefill replica's KV holds at once
+    pre_serve = engine.result(spec, hw, prefill_dep, replace(req, context=setup.prefill_max_model_len,
+                                                            batch=held_at_once))
     return Result(pre, dec, moved, link, setup, ps.prefill_s([setup.isl]), xfer, batch, binds, tpot,
-                  prefill_rps, decode_rps, balance(prefill_rps, decode_rps), decode_serve=serve, limits=held)
+                  prefill_rps, decode_rps, balance(prefill_rps, decode_rps), decode_serve=serve, limits=held,
+                  prefill_serve=pre_serve)
 
 
 def balance(prefill_rps: float, decode_rps: float, most: int = 16) -> tuple[int, int]:

@@ -122,8 +122,11 @@ def resolve_model(name: str, *, revision: str | None = None, token: str | None =
         if spec is not None:
             shown = name.strip() if spec.name == name.strip().lower() else f"{name.strip()} → {spec.name}"
             repo = f" ({spec.hf_repo})" if spec.hf_repo else ""
+            # a repo id the catalog answers for (its entry's hf_repo or an alias): the user may have meant the Hub
+            hub_too = f"; {arg('revision')} main reads it from the Hub" if _REPO_ID.match(name.strip()) else ""
             # what reading its checkpoint's quantization noticed, stored with the entry: said as a Hub read says it
-            return Resolved(spec, "catalog", f"model: {shown}{repo} from the catalog", spec.quantization.notes)
+            return Resolved(spec, "catalog", f"model: {shown}{repo} from the catalog{hub_too}",
+                            spec.quantization.notes)
     if not _REPO_ID.match(name):
         raise unknown_model_error(name, catalog_dirs)
     return _from_hub(name, revision, token, timeout, catalog_dirs, loaded_bytes)

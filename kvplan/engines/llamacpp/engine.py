@@ -49,6 +49,7 @@ from kvplan.model.spec import weight_bytes
 from kvplan.planning.layout import Placement
 from kvplan.planning.plan import UNIFIED, Answers, NON_TORCH_BYTES
 from kvplan.core.search import largest_fitting
+from kvplan.core.units import plural
 
 MIB = 2**20
 VERSIONS = ("2023-04", "2024-03", "2024-08", "2025-07", "2025-08", "current")
@@ -56,6 +57,10 @@ DEFAULT_VERSION = "current"
 OPTS = ("n_ubatch", "flash_attn", "kv_unified", "swa_full", "type_v", "os_memory")  # the last: llamacpp/uma.py
 F16 = KV_DTYPES["fp16"]
 F32 = KV_DTYPES["fp32"]
+
+
+# what the engine table's lines count over: llama-server allocates -c cells for -np slots whatever memory is left
+SCOPE = "cells and MiB: the whole cache (every layer, all its GPUs) that -c / -np allocate for the batch"
 
 
 def pad(n: int, to: int) -> int:
@@ -265,7 +270,11 @@ class LlamaCpp(Engine):
         --max-model-len past --ctx made each slot longer (request())."""
         res = super().result(model, gpu, dep, req)
         notes = [host_embedding_note(model, res.plan.request.weight_dtype)]
-        slot = engine_length(model, req)
+        slot, batch, most = engine_length(model, req), res.plan.request.batch, int(res.capacity.max_concurrency)
+        if most > batch:  # the pool is the batch's -c, so the Answers' pool is below the tokens requests could use
+            notes.append(f"{plural(dep.gpus, 'GPU')}: llama-server allocates -c {slot * batch:,} for -np {batch} (the "
+                         f"batch) whatever memory is left; memory holds {plural(most, 'slot')} of {slot:,}: "
+                         f"-c {slot * most:,} -np {most} ({arg('batch')} {most})")
         if slot > req.context:
             notes.append(f"each slot planned at {arg('max_model_len')} {slot:,} tokens, not {arg('context')} "
                          f"{req.context:,}: llama-server's -c / -np is both a request's limit and what every slot "
@@ -319,7 +328,7 @@ class LlamaCpp(Engine):
         if st.type_v.block_elems > 1 and not st.flash_attn:
             notes.append("a quantized V cache needs flash attention (-fa on)")
         return Capacity("llama.cpp", st.version, lay.total, lay.n_ctx, float(max_conc), context,
-                        0, None, None, tuple(lines), tuple(notes))
+                        0, None, None, tuple(lines), tuple(notes), scope=SCOPE)
 
     def settings_dict(self, st: Settings, model, dep, req) -> dict:
         return {**st.as_dict(), "compute_buffer_estimate": req.overhead_bytes - st.os_held}

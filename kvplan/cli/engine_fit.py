@@ -89,7 +89,7 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
         out["emit_weights"] = weights
 
     def render(console) -> None:
-        render_plans(console, plans, spec, hw, titles, calibrated=speeds)
+        render_plans(console, plans, spec, hw, titles, calibrated=speeds, labels=results[0].capacity.answer_labels)
         if named:
             _engine_table(console, results, titles)
         if dep is None and recommended is None:

@@ -47,6 +47,9 @@ class Capacity(NamedTuple):
     # what the engine's own lines count over (per GPU, per engine instance), in words, where the engine says; their
     # labels stay the engine's log words. None: not stated
     scope: str | None = None
+    # the answers table's labels for the pool row and the tokens-requests-can-use row, where the engine's pool is not
+    # what memory holds (llama.cpp allocates the -c it is given: kvplan.engines.llamacpp.engine); None: the defaults
+    answer_labels: tuple[str, str] | None = None
 
     @property
     def max_concurrency_int(self) -> int:

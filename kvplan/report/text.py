@@ -97,6 +97,9 @@ def engine_to_dict(res) -> dict:
             "kv_memory_bytes_per_gpu": cap.kv_memory_bytes, "tokens": cap.tokens,
             "max_concurrency": cap.max_concurrency, "blocks": cap.blocks, "block_size": cap.block_size,
             "max_running": cap.max_running,
+            # what the plan's pool and request tokens are where not what memory holds (llama.cpp: -c's cells)
+            **({"answer_labels": dict(zip(("kv_pool_tokens_per_deployment", "request_tokens_at_context"),
+                                          cap.answer_labels))} if cap.answer_labels else {}),
             "lines": {f.label: format_figure(f) for f in cap.lines},
             "figures": [{"label": f.label, "value": list(f.value) if isinstance(f.value, tuple) else f.value,
                          "unit": f.unit} for f in cap.lines],
@@ -317,9 +320,11 @@ def _pool_tokens(p) -> str:
     return f"{p.kv_cache_tokens:,}" + (f" ({dp} × {p.kv_cache_tokens // dp:,})" if dp > 1 else "")
 
 
-def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], calibrated: list | None = None) -> None:
+def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], calibrated: list | None = None,
+                 labels: tuple[str, str] | None = None) -> None:
     """A table per question: the memory budget line by line, then the answers; `calibrated`: each plan's
-    decode step under kvplan.speed's calibrated model (shown above the roofline's lower bound)."""
+    decode step under kvplan.speed's calibrated model (shown above the roofline's lower bound); `labels`: the pool
+    and tokens rows' words where an engine's pool is not what memory holds (Capacity.answer_labels)."""
 
     first = plans[0]
     console.print(_packed(console.width, [
@@ -337,6 +342,7 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], cali
     answers.add_column("")
     for t in titles:
         answers.add_column(t, justify="right")
+    pool_label, use_label = labels or ("KV pool tokens (as engines count)", "tokens requests can use")
     answer_rows = [
         ("GPUs (layout)", lambda p: f"{p.deployment.gpus} ({layout_text(p.deployment)})"),
         ("fits", lambda p: "[green]yes[/]" if p.fits else f"[red]no ({p.binds})[/]"),
@@ -345,8 +351,8 @@ def render_plans(console, plans: list[Plan], model, gpu, titles: list[str], cali
         # the pool counted as an engine prints it (a hybrid's windowed layers hold fewer), then what the requests
         # that fit at the context use of it: neither is summed over GPUs (every tp rank holds its share of each);
         # dp ranks are engines of their own, so the deployment's pools are summed and one's is shown beside them
-        ("KV pool tokens (as engines count)", _pool_tokens),
-        (f"tokens requests can use @ {human_tokens(first.request.context)}",
+        (pool_label, _pool_tokens),
+        (f"{use_label} @ {human_tokens(first.request.context)}",
          lambda p: f"{p.max_concurrency * p.request.context:,}"),
         (f"max concurrency @ {human_tokens(first.request.context)}", lambda p: f"{p.max_concurrency:,}"),
         (f"max context @ batch {first.request.batch}", lambda p: f"{p.max_context:,}" + _capped(p)),

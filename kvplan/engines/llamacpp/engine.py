@@ -61,6 +61,9 @@ F32 = KV_DTYPES["fp32"]
 
 # what the engine table's lines count over: llama-server allocates -c cells for -np slots whatever memory is left
 SCOPE = "cells and MiB: the whole cache (every layer, all its GPUs) that -c / -np allocate for the batch"
+# the pool row is the cells llama.cpp allocates at the plan's -c / -np (what check-log compares), the tokens row what
+# memory would hold at the context if -c were raised: max concurrency slots, the engine table's "at max concurrency"
+ANSWER_LABELS = ("KV cells at the planned -c / -np", "tokens memory holds (-c raised)")
 
 
 def pad(n: int, to: int) -> int:
@@ -313,8 +316,12 @@ class LlamaCpp(Engine):
 
     @staticmethod
     def _capacity(lay: Layout, context: int, batch: int, st: Settings, max_conc) -> Capacity:
+        """The cache -c context x batch, -np batch allocates (llama.cpp sizes it from -c, not from free memory:
+        module docstring), and the -c / -np that would give the `max_conc` slots memory holds (issue 22; result()'s
+        note says it where they differ)."""
         lines = [
             Figure("-c / -np", (context * batch, batch), "a / b"),
+            Figure("-c / -np at max concurrency", (context * max_conc, max_conc), "a / b"),
             Figure("n_ctx after padding", (lay.n_ctx, lay.n_stream, lay.cells_base), "cells in streams"),
             Figure("K (" + _gg(st.type_k) + ")", lay.k_bytes, "MiB"),
             Figure("V (" + _gg(st.type_v) + ")", lay.v_bytes, "MiB"),
@@ -328,7 +335,7 @@ class LlamaCpp(Engine):
         if st.type_v.block_elems > 1 and not st.flash_attn:
             notes.append("a quantized V cache needs flash attention (-fa on)")
         return Capacity("llama.cpp", st.version, lay.total, lay.n_ctx, float(max_conc), context,
-                        0, None, None, tuple(lines), tuple(notes), scope=SCOPE)
+                        0, None, None, tuple(lines), tuple(notes), scope=SCOPE, answer_labels=ANSWER_LABELS)
 
     def settings_dict(self, st: Settings, model, dep, req) -> dict:
         return {**st.as_dict(), "compute_buffer_estimate": req.overhead_bytes - st.os_held}

@@ -72,15 +72,16 @@ def rank_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, fra
     `touched`: the distinct experts one decode step reads per MoE layer, for the tokens of the
     whole deployment (every dp rank's tokens reach every expert group). `kv_extra`: this stage's
     replicated_kv_proj_bytes. The split weights' MLP share is priced at their bytes per parameter.
-    `mix`: (the stage's share of the dense-MLP layers, of the MoE layers) where they are not spread
-    evenly (DeepSeek's dense layers first: kvplan.readers.mlp_layout.ffn_kinds); else both are `frac`.
+    `mix`: (the stage's share of the mixers, of the dense-MLP layers, of the MoE layers) where they are not spread
+    evenly (DeepSeek's dense layers first, a hybrid's Mamba, attention and MLP blocks:
+    kvplan.planning.stage_shares); else all three are `frac`.
     """
     p = model.params
     split_params = p.attention + p.mlp + p.shared_experts - p.replicated
     dense = wb.sharded * p.mlp / split_params if split_params > 0 else 0
     shared = wb.sharded * p.shared_experts / split_params if split_params > 0 else 0
-    f_dense, f_moe = mix or (frac, frac)
-    split = ((wb.sharded - dense - shared) / place.attention * frac + dense / place.mlp * f_dense
+    f_mix, f_dense, f_moe = mix or (frac, frac, frac)
+    split = ((wb.sharded - dense - shared) / place.attention * f_mix + dense / place.mlp * f_dense
              + shared / (place.shared or place.mlp) * f_moe)
     per_expert_rank = wb.experts / place.experts
     resident = split + per_expert_rank * f_moe + wb.replicated * frac

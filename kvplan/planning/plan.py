@@ -26,7 +26,7 @@ from kvplan.planning.layout import (DcpRules, host_shift, per_rank_batch, rank_w
                                    vllm_placement)
 from kvplan.model.recurrent import ssm_as
 from kvplan.model.spec import ModelSpec, own_format, weight_bytes
-from kvplan.readers.mlp_layout import ffn_kinds
+from kvplan.planning.stage_shares import stage_mixes
 from kvplan.planning.profile import PAGED, KVProfile, kv_profile
 from kvplan.planning.cost import (  # noqa: F401 (re-exported: the engines read them here)
     Answers, ContextCost, Usage, context_cost, paged_answers, paged_max_context, usage)
@@ -269,14 +269,11 @@ def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_t
     if dep.dcp > 1:
         rules = DcpRules(rules, dep.dcp)
     place = placement or vllm_placement(dep.tp, dep.dp)
-    kinds = ffn_kinds(model, model.num_layers) if dep.pp > 1 and p.num_experts else []
-    if kinds.count("moe") != p.num_moe_layers or not p.num_moe_layers:
-        kinds = []  # a layout the reader does not place: every layer alike
+    mixes = stage_mixes(model, dep.pp)  # each stage's share of the mixers, MLPs and MoE blocks, from its own layers
     for i, (start, end) in enumerate(split_layers(model.num_layers, dep.pp)):
         frac = (end - start) / model.num_layers
         kv_extra = replicated_kv_proj_bytes(model, wb, model.layers[start:end], dep.tp)
-        mix = _stage_mix(kinds, start, end)
-        resident, read = rank_weights(wb, model, i == 0, i == dep.pp - 1, frac, place, touched, kv_extra, mix)
+        resident, read = rank_weights(wb, model, i == 0, i == dep.pp - 1, frac, place, touched, kv_extra, mixes[i])
         # the states as the engine pools them (Request.ssm_dtype): the roofline's step reads them, as kvplan.speed's
         prof = kv_profile(ssm_as(model.layers[start:end], req.ssm_dtype), dep.tp, kv_dtype, state_dtype,
                           req.block_size, rules)
@@ -284,15 +281,6 @@ def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_t
         parts.append(StagePrep((start, end), resident, int(read * scale), prof))
     weight_total = model.checkpoint_bytes if scale != 1.0 else wb.total
     return Prepared(weight_total, overhead, tuple(parts))
-
-
-def _stage_mix(kinds: list[str], start: int, end: int) -> tuple[float, float] | None:
-    """(the stage's share of the dense-MLP layers, of the MoE layers), or None where every layer is alike."""
-    if not kinds:
-        return None
-    dense, moe = kinds.count("dense"), kinds.count("moe")
-    part = kinds[start:end]
-    return (part.count("dense") / dense if dense else 0.0, part.count("moe") / moe)
 
 
 def as_loaded(prep: Prepared, extra: int, dep: Deployment) -> Prepared:

@@ -1,0 +1,71 @@
+"""Each pipeline stage's share of the split weights by role, priced from its own layers (issue 22).
+
+vLLM and SGLang cut the decoder into contiguous runs of layers by count (kvplan.planning.deploy.split_layers:
+vLLM `get_pp_indices`, vllm/distributed/utils.py; SGLang the same function in sglang/srt/distributed/utils.py),
+and each stage builds only its own layers (vLLM `make_layers`: PPMissingLayer for the others; the embedding on the
+first rank, the LM head on the last, kvplan.planning.layout.rank_weights). A hybrid's layers differ in size:
+Nemotron-H-56B's Mamba-2 mixer is 438,304,768 parameters, an attention layer's 150,994,944, an MLP block's
+536,870,912 and the MLP block has no mixer, so a stage's weights are its own layers' tensors, not its share of the
+layer count. Mixer parameters: an attention layer's q / k / v / o from its heads (q twice as wide where it also
+gives an output gate), the rest of the model's mixer count spread evenly over its recurrent layers where they are
+all alike; MLP and MoE blocks placed by kvplan.readers.mlp_layout.ffn_kinds. Where the layers do not add up to
+the model's counts (a family whose shapes kvplan does not read apart), the shares are the layer count's.
+"""
+
+from __future__ import annotations
+
+from kvplan.model.layers import Kind
+from kvplan.planning.deploy import split_layers
+from kvplan.readers.mlp_layout import ffn_kinds
+
+
+def layer_mixers(model) -> list[int] | None:
+    """Each layer's mixer (attention or recurrent) linear parameters, or None where they do not add up to the
+    model's attention count (the layer count's shares then stand)."""
+    h, heads, out, recurrent = model.hidden_size, model.num_attention_heads, [], []
+    for layer in model.layers:
+        if layer.kind == Kind.NONE:
+            out.append(0)
+        elif layer.kind == Kind.STATE:
+            out.append(0)
+            recurrent.append(layer)
+        elif layer.kind in (Kind.FULL, Kind.SLIDING, Kind.CHUNKED) and getattr(layer, "head_dim", 0):
+            d = layer.head_dim
+            v = getattr(layer, "v_head_dim", 0) or d
+            q = heads * d * (2 if getattr(layer, "output_gate", False) else 1)
+            out.append(h * (q + layer.num_kv_heads * (d + v)) + heads * v * h)
+        else:
+            return None
+    left = model.params.attention - sum(out)
+    if not recurrent:
+        return out if left == 0 else None
+    if left <= 0 or left % len(recurrent) or len(set(recurrent)) != 1:
+        return None
+    each = left // len(recurrent)
+    return [each if layer.kind == Kind.STATE else x for layer, x in zip(model.layers, out)]
+
+
+def stage_mixes(model, pp: int) -> list[tuple[float, float, float] | None]:
+    """Per stage (its share of the mixers, of the dense-MLP layers, of the MoE layers), or None where every layer
+    is alike (rank_weights then takes the layer count's share for each)."""
+    ranges = split_layers(model.num_layers, pp)
+    if pp == 1:
+        return [None]
+    p = model.params
+    kinds = ffn_kinds(model, model.num_layers)
+    if kinds.count("moe") != p.num_moe_layers:
+        kinds = []  # a layout the reader does not place
+    mixers = layer_mixers(model)
+    if mixers is not None and len(set(mixers)) == 1:
+        mixers = None  # every mixer alike: the count's share
+    if not kinds and mixers is None:
+        return [None] * pp
+    dense, moe, total = kinds.count("dense"), kinds.count("moe"), sum(mixers or ())
+    out = []
+    for a, b in ranges:
+        frac = (b - a) / model.num_layers
+        f_mix = sum(mixers[a:b]) / total if mixers and total else frac
+        f_dense = (kinds[a:b].count("dense") / dense if dense else 0.0) if kinds else frac
+        f_moe = (kinds[a:b].count("moe") / moe if moe else 0.0) if kinds else frac
+        out.append((f_mix, f_dense, f_moe))
+    return out

@@ -227,7 +227,8 @@ def sized(case, spec, gpu) -> Running | None:
         return None
     cap = res.capacity
     # one rank's (the engine's capacity is a dp rank's), per micro-batch
-    held = (cap.admitted if cap.admitted is not None else cap.max_concurrency) / case.pp
+    # the scheduler's own admission, else what decoding requests hold (Capacity.resident), else the printed figure
+    held = next(x for x in (cap.admitted, cap.resident, cap.max_concurrency) if x is not None) / case.pp
     if held < 1:  # not one request fits: kvplan's view of the checkpoint is not what ran (the plain estimate)
         return None
     if tool is not None:

@@ -243,9 +243,8 @@ def sized(case, spec, gpu) -> Running | None:
         default, chunk = limits(case.engine, res.settings, res.capacity)  # refuses chunked prefill off (SGLang's -1)
     except KvplanError:
         return None
-    cap = res.capacity
-    # one rank's (the engine's capacity is a dp rank's), per micro-batch
-    held = (cap.admitted if cap.admitted is not None else cap.max_concurrency) / case.pp
+    cap = res.capacity  # a dp rank's, per micro-batch: its admission, else what decoding requests hold, else printed
+    held = next(x for x in (cap.admitted, cap.resident, cap.max_concurrency) if x is not None) / case.pp
     if held < 1:  # not one request fits: kvplan's view of the checkpoint is not what ran (the plain estimate)
         return None
     if tool is not None:

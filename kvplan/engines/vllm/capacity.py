@@ -13,7 +13,7 @@ from kvplan.core.intmath import cdiv
 from kvplan.core.search import largest_fitting
 from kvplan.engines.base import Capacity, Figure, parse_version
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
-from kvplan.engines.vllm.pool import stage_pools, v0_aligned_bytes
+from kvplan.engines.vllm.pool import resident_concurrency, stage_pools, v0_aligned_bytes
 from kvplan.engines.vllm.settings import Settings
 from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import Kind
@@ -33,8 +33,7 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
     pools = stage_pools(model, dep, st, kv_dtype, state_dtype)
     # Every worker sizes its own pool; the engine keeps the minimum (kv_cache_utils v0.11.0 L1286).
     blocks = min((max(0, kv) // p.bytes_per_block if p.bytes_per_block else 0) for kv, p in zip(budgets, pools))
-    pool = pools[0]
-    dcp = dep.dcp
+    pool, dcp = pools[0], dep.dcp
     # -dcp C: a rank holds cdiv(len, C) of a request's tokens, so one block id (a page on each of the C
     # ranks) covers block x C of them (kv_cache_interface v0.33.0 L643-648; AttentionSpec L610-615)
     per_req = max(p.blocks_per_request(cdiv(context, dcp), st) for p in pools)
@@ -73,8 +72,9 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
     if v >= AUTO_FIRST:
         lines, notes = _with_auto_fit(model, dep, budgets, st, kv_dtype, state_dtype, pools, blocks, lines, notes)
     admitted = (blocks // per_req if per_req else 0) if has_compressed(model.layers) else None
+    decoding = resident_concurrency(pools, blocks, cdiv(context, dcp), st)  # what the running cap divides (bench)
     return Capacity("vllm", st.version, min(budgets), tokens, conc, context, bpt, blocks, pool.block_size,
-                    tuple(lines), tuple(notes), admitted, scope=SCOPE)
+                    tuple(lines), tuple(notes), admitted, scope=SCOPE, resident=decoding)
 
 
 def _with_auto_fit(model, dep, budgets, st, kv_dtype, state_dtype, pools, blocks, lines, notes):

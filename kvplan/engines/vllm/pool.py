@@ -114,16 +114,40 @@ class Pool:
         """The divisor of vLLM's printed concurrency: the blocks one request needs (V4Pool: its own)."""
         return self.blocks_per_request(length, st)
 
-    def blocks_per_request(self, length: int, st: Settings) -> int:
-        """Blocks one request of `length` tokens needs, summed over groups (kv_cache_utils v0.11 L780)."""
+    def resident_blocks_per_request(self, length: int, st: Settings) -> int:
+        """Blocks one request of `length` tokens holds while it decodes, summed over groups: blocks_per_request's, but
+        a sliding-window group keeps only the blocks its window still reads. vLLM V1 frees the rest before each
+        allocation (0.10.2 wheel `v1/core/kv_cache_manager.py` allocate_slots L246-253 calls remove_skipped_blocks,
+        `v1/core/single_type_kv_cache_manager.py` SlidingWindowManager L375-391: blocks below
+        (computed - W + 1) // block become the null block), so past W tokens a request holds at most
+        cdiv(W - 1, block) + 1 of them (gpt-oss's W 128, block 16: 9), not the chunk-wide worst case vLLM prints its
+        concurrency from (SlidingWindowSpec.max_memory_usage_bytes: W - 1 + max_num_batched_tokens)."""
+        return self.blocks_per_request(length, st, resident=st.v1)
+
+    def blocks_per_request(self, length: int, st: Settings, resident: bool = False) -> int:
+        """Blocks one request of `length` tokens needs, summed over groups (kv_cache_utils v0.11 L780); `resident`:
+        a sliding-window group's as it decodes (resident_blocks_per_request)."""
         total = 0
         rules = VllmRules.of(st)
         for b in self.buckets:
-            n = rules.blocks(b.kind, b.span, length, b.block or self.block_size)
+            blk = b.block or self.block_size
+            n = rules.blocks(b.kind, b.span, length, blk)
+            if resident and b.kind == Kind.SLIDING:
+                n = min(cdiv(length + 1, blk), cdiv(b.span - 1 + rules.retained, blk) + 1)
             if b.kind == Kind.STATE:
                 n += st.spec_state_blocks
             total += n * (1 if self.uniform else b.groups)
         return total
+
+
+def resident_concurrency(pools, blocks: int, length: int, st: Settings) -> float | None:
+    """Requests of `length` tokens `blocks` block ids hold while they decode (Pool.resident_blocks_per_request, the
+    largest over the stages' pools): above vLLM's printed concurrency where sliding-window groups free what their
+    window no longer reads; None for V0 and for DeepSeek-V4's pool (its own admission, Capacity.admitted)."""
+    if not st.v1 or not all(isinstance(p, Pool) for p in pools):
+        return None
+    per = max(p.resident_blocks_per_request(length, st) for p in pools)
+    return blocks / per if per else None
 
 
 def cache_specs(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Settings) -> list[tuple[tuple, int]]:

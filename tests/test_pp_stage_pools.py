@@ -90,3 +90,17 @@ def test_sweep_layouts_says_why_an_engine_runs_no_layout(kvplan_home):
     assert r.exit_code == 0, r.output
     (skip,) = json.loads(r.stdout)["skipped"]
     assert skip["reason"].startswith("no valid layout: trtllm has no rule for state layers"), skip
+
+
+def test_vllm_groups_the_whole_model_from_0_11_0_and_each_stage_before(kvplan_home):
+    # The release boundary (kvplan.engines.vllm.pool.GLOBAL_GROUPS), read in the wheels: 0.10.2's engine/core.py
+    # L193-202 calls get_kv_cache_config on each worker's own specs, then unify_kv_cache_configs; 0.11.0's L199 calls
+    # get_kv_cache_configs, which merges every worker's specs (kv_cache_utils.py L1249-1259) and gives each worker the
+    # global groups less the layers it does not hold (L1261-1280). Both group by min(layers of a type) (0.10.2 L981,
+    # 0.11.0 L977, no 1.5 rule yet). Stage 0 of pp 4 (layers 0-28: attention 7 and 18, 14 Mamba layers): 0.10.2 gives
+    # group_size min(2, 14) = 2, 1 + cdiv(14, 2) = 8 groups of 2; 0.11.0 the whole model's min(10, 54) = 10, 1 +
+    # cdiv(54, 10) = 7 groups, 3 of stage 0's layers the most in one (L1054): a block id 3 pages, not 2.
+    old, new = (_figures(_fit_json(NEMOTRON, "--gpu", "h100", "--ctx", "8k", "--engine", "vllm", "--engine-version", v,
+                                   "--pp", "4")) for v in ("0.10.2", "0.11.0"))
+    assert old["groups x layers per group"] == [8, 2] and new["groups x layers per group"] == [7, 3]
+    assert old["bytes per block id"] // 2 == new["bytes per block id"] // 3

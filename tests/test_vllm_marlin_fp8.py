@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from kvplan import api
+from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.vllm import marlin_fp8
 from kvplan.hardware.gpus import find_gpu
 from kvplan.model.spec import Quantization
@@ -179,11 +182,26 @@ def test_compressed_tensors_fp8_humming_and_unread_block_are_said():
     assert marlin_fp8.loaded_bytes(model, Deployment(1), (0, 25, 0), A100) == 0  # Humming first in W8A16's list
     plan = api.plan(model, gpu="a100-sxm-80", engine="vllm", engine_version="0.25.0", context=4096)
     assert any("tries Humming" in w.message for w in plan.warnings)
-    # a block strategy takes fp8's block rule from 0.19.0 (the same bytes as Qwen/Qwen3-8B-FP8's); 0.10.0-0.14.0's
-    # W8A16 scheme takes tensor and channel only, and 0.15-0.18 were not read: nothing counted there, said
+    # a block strategy takes fp8's block rule from 0.19.0 (the same bytes as Qwen/Qwen3-8B-FP8's); 0.15-0.18 were not
+    # read: nothing counted there, said
     block = dataclasses.replace(require_in_catalog("qwen3-8b"),
                                 quantization=Quantization("fp8", 128, quant_method="compressed-tensors"))
     assert marlin_fp8.loaded_bytes(block, Deployment(1), (0, 24, 0), A100) == QWEN_TP1
-    assert marlin_fp8.loaded_bytes(block, Deployment(1), (0, 14, 0), A100) == 0
-    early = api.plan(block, gpu="a100-sxm-80", engine="vllm", engine_version="0.14.0", context=4096)
-    assert any("read from 0.19.0 only" in w.message for w in early.warnings)
+    assert marlin_fp8.loaded_bytes(block, Deployment(1), (0, 19, 0), A100) == QWEN_TP1
+    assert marlin_fp8.loaded_bytes(block, Deployment(1), (0, 18, 0), A100) == 0
+    unread = api.plan(block, gpu="a100-sxm-80", engine="vllm", engine_version="0.17.0", context=4096)
+    assert any("did not read (0.15.0-0.18.x)" in w.message for w in unread.warnings)
+
+
+def test_compressed_tensors_block_fp8_refused_where_w8a16_raises():
+    # 0.10.0 and 0.11.0 wheels, compressed_tensors_w8a16_fp8.py create_weights L85-99: a CHANNEL or TENSOR scale, else
+    # ValueError("Unsupported weight strategy=..."): a block checkpoint below 8.9 does not load through 0.14.0
+    block = dataclasses.replace(require_in_catalog("qwen3-8b"),
+                                quantization=Quantization("fp8", 128, quant_method="compressed-tensors"))
+    for version in ("0.10.0", "0.14.0"):
+        with pytest.raises(KvplanError, match="Unsupported weight strategy.*0.19.0 or later") as e:
+            api.plan(block, gpu="a100-sxm-80", engine="vllm", engine_version=version, context=4096)
+        assert e.value.exit_code == EXIT_USAGE and "\n" not in str(e.value)
+    api.plan(block, gpu="l4", engine="vllm", engine_version="0.14.0", context=4096)  # 8.9: W8A8 FP8, not W8A16
+    channel = _ct_channel()  # a channel scale loads in those releases
+    api.plan(channel, gpu="a100-sxm-80", engine="vllm", engine_version="0.14.0", context=4096)

@@ -19,8 +19,8 @@ not the stricter K % 128 of verify_marlin_supports_shape (Llama-2-7B's down_proj
 thread configurations, not read here: planned. Only `sym: true` GPTQ runs on Marlin (TYPE_MAP {(4, True), (8, True)},
 0.5.23 `gptq.py` L298-301, L473-474): a `sym: false` checkpoint (Quantization.asym) fails is_gptq_marlin_compatible,
 so GPTQConfig loads it (L414-429), not GPTQ Marlin, and this refusal does not apply (that kernel's prep not read: the
-checkpoint's bytes). From 0.5.3 for GPTQ
-(before it, vLLM's GPTQ Marlin, not read) and 0.5.4 for compressed-tensors (the first release with its WNA16 scheme).
+checkpoint's bytes). From 0.5.3 for GPTQ (before it, vLLM's GPTQ Marlin, not read) and 0.5.4 for compressed-tensors
+(the first release with its WNA16 scheme).
 """
 
 from __future__ import annotations

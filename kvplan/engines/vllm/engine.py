@@ -29,7 +29,7 @@ from kvplan.engines.vllm.capacity import capacity, max_context
 from kvplan.engines.vllm.deepseek_v4 import release_problem as v4_release_problem
 from kvplan.engines.vllm import (
     api_servers, awq_bits, command, gdn_ba, gptq_order, moe_padding, multimodal,
-    plan_notes, pre_mla, quant_methods, uma, w4a8,
+    marlin_fp8, plan_notes, pre_mla, quant_methods, uma, w4a8,
 )
 from kvplan.engines.vllm.pool import (  # noqa: F401
     BLOCKS_PER_REQUEST, Pool, VllmRules, build_pool, stage_pools, v0_aligned_bytes,
@@ -167,11 +167,12 @@ class Vllm(Engine):
         return vllm_rule(model, parse_version(self.version or DEFAULT_VERSION))
 
     def settings(self, model, gpu, dep, req) -> Settings:
-        """The release's settings, once its quantization methods hold the plan's (vllm.quant_methods) and its AWQ and
-        W4A8 rules on `gpu` load the checkpoint (vllm.awq_bits, vllm.w4a8)."""
+        """The release's settings, once its quantization methods hold the plan's (vllm.quant_methods) and its AWQ, W4A8
+        and compressed-tensors FP8 rules on `gpu` load the checkpoint (vllm.awq_bits, vllm.w4a8, vllm.marlin_fp8)."""
         quant_methods.check_release(model, req, self.version or self.default_version, defaulted=self.version is None)
         awq_bits.check_gpu(model, self.version or self.default_version, gpu)
         w4a8.check(model, dep, gpu, self.version or self.default_version)
+        marlin_fp8.check(model, gpu, self.version or self.default_version)  # block FP8 on W8A16 before 0.15.0
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
     def assumptions(self, model, gpu, dep, st: Settings) -> tuple:

@@ -49,7 +49,8 @@ list is MarlinFP8ScaledMMLinearKernel alone through 0.24.0 (`kernels/linear/__in
 L343-346). A `tensor` scale is made channel-wise first (convert_to_channelwise) and ends as Marlin's (1, N) 16-bit
 row as fp8's does; a `channel` strategy's fp32 scale per output (counted by kvplan.readers.channel_scales) becomes
 the same (1, N) row, 2 B an output for the checkpoint's 4; a `block` one is fp8's block rule, taken from 0.19.0
-(0.10.0-0.14.0's scheme takes tensor and channel only, 0.10.0 L85-99; 0.15-0.18 not read: not counted, said). From
+(0.10.0-0.14.0's scheme takes tensor and channel only and raises "Unsupported weight strategy" on a block one,
+0.10.0 and 0.11.0 L85-99: refused, `check`; 0.15-0.18 not read: not counted, said). From
 0.25.0 HummingFP8ScaledMMLinearKernel comes first in that list (0.25.0 L376-380, 0.33.0 L522-526) and the wheels
 require humming-kernels, so Humming takes the linears (its layout not read: the checkpoint's bytes, said). The
 routed experts (CompressedTensorsW8A8Fp8MoEMethod's Marlin prep) were not read: said, not counted.
@@ -57,9 +58,11 @@ routed experts (CompressedTensorsW8A8Fp8MoEMethod's Marlin prep) were not read: 
 
 from __future__ import annotations
 
+from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
 from kvplan.engines.fp8_blocks import exact_expert_width
 from kvplan.engines.marlin_shapes import layer_shards, rank_shapes
+from kvplan.engines.versions import parse_version
 from kvplan.engines.vllm import marlin_dense_pad as dense
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
 from kvplan.planning.deploy import largest_stage
@@ -72,6 +75,7 @@ NATIVE_FP4_CC = (10, 0)  # cutlass_fp4_supported: FP4 GEMMs; below it, Marlin
 NVFP4_METHODS = ("modelopt", "compressed-tensors")
 BLOCKS = (0, 128)  # per-tensor, or the 128 x 128 blocks of every block-FP8 checkpoint kvplan reads
 CT_BLOCK_FROM = (0, 19, 0)  # compressed-tensors' W8A16Fp8 takes the block strategy (0.10.0-0.14.0: not)
+CT_BLOCK_UNREAD = (0, 15, 0)  # the first release after those that raise on it (0.15-0.18 not read)
 CT_HUMMING_FROM = (0, 25, 0)  # Humming ahead of Marlin in the W8A16 FP8 kernel list
 
 
@@ -86,6 +90,18 @@ def applies(model, gpu, v: tuple) -> bool:
     if q.method == "fp8" and q.quant_method == "compressed-tensors":  # W8A16Fp8 (module docstring)
         return cap < NATIVE_FP8_CC and READ_FROM <= v < CT_HUMMING_FROM and (not q.group_size or v >= CT_BLOCK_FROM)
     return v >= READ_FROM and q.method == "fp8" and q.quant_method == "fp8" and cap < NATIVE_FP8_CC
+
+
+def check(model, gpu, version: str) -> None:
+    """A one-line refusal of a block-FP8 compressed-tensors checkpoint below compute capability 8.9 in a release whose
+    W8A16 FP8 scheme raises on the block strategy (module docstring: 0.10.0-0.14.0)."""
+    q, cap, v = model.quantization, nvidia_capability(gpu), parse_version(version)
+    if (q.quant_method == "compressed-tensors" and q.method == "fp8" and q.group_size and cap is not None
+            and cap < NATIVE_FP8_CC and READ_FROM <= v < CT_BLOCK_UNREAD):
+        raise KvplanError(f"vLLM {version} cannot load this block-FP8 compressed-tensors checkpoint below compute "
+                          "capability 8.9: its W8A16 FP8 scheme takes tensor and channel scales only (\"Unsupported "
+                          f"weight strategy\", compressed_tensors_w8a16_fp8.py); {arg('engine_version')} 0.19.0 or "
+                          "later loads it", EXIT_USAGE, param="engine_version", value=version, allowed=(">= 0.19.0",))
 
 
 def linear_bytes(n: int, k: int, block: int, v: tuple, fp4: bool = False, channel: bool = False) -> int:
@@ -217,6 +233,6 @@ def _ct_note(model, st, cap) -> tuple:
         why = ("tries Humming ahead of Marlin for compressed-tensors' W8A16 FP8 linears (from 0.25.0; its layout "
                "kvplan did not read)")
     else:
-        why = "runs block-FP8 compressed-tensors linears by a W8A16 path kvplan read from 0.19.0 only"
+        why = "runs block-FP8 compressed-tensors linears by a W8A16 path kvplan did not read (0.15.0-0.18.x)"
     return (PlanWarning.literal(f"vLLM {st.version} {why} below compute capability 8.9: the checkpoint's bytes "
                                 "counted"),)

@@ -170,9 +170,14 @@ def _assumed(chosen, candidates, spec, gpu_list) -> list[str]:
     cache dtype the checkpoint declares."""
     rules = planned_by(chosen.label)
     planned = [c.plan for c in candidates if c.plan is not None]
-    gpu = next((g for g in gpu_list if g.key == planned[0].gpu), None) if planned else None
-    if gpu is not None:
-        rules += f"; {dtype_words(planned[0], spec, gpu)}" + (f" (on {gpu.key})" if len(gpu_list) > 1 else "")
+    words: dict[str, list[str]] = {}  # the dtypes as fit heads them -> the GPUs that run them (a T4 has no bf16)
+    for g in gpu_list:
+        plan = next((p for p in planned if p.gpu == g.key), None)
+        if plan is not None:
+            words.setdefault(dtype_words(plan, spec, g), []).append(g.key)
+    if len(words) == 1:
+        rules += f"; {next(iter(words))}"
+    rules += "".join(f"; {w} (on {', '.join(keys)})" for w, keys in words.items() if len(words) > 1)
     return [rules, *(f"note: {n}" for n in checkpoint_kv_notes((p, spec) for p in planned))]
 
 

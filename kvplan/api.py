@@ -224,7 +224,7 @@ def cheapest(model: Union[str, ModelSpec], *, concurrency: int, context: int | s
                 min_tokens_per_second=min_tokens_per_second, prices=book,
                 kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), kv_auto=req.kv_auto, weight_dtype=req.weight_dtype,
                 gpu_memory_utilization=gmu, block_size=block_size, engine=chosen, max_replicas=replicas,
-                layouts=layouts, lora=lora)
+                layouts=layouts, lora=lora, max_gpus=max_gpus)
 
 
 @dataclass(frozen=True)

@@ -196,7 +196,8 @@ def cheapest(model: Union[str, ModelSpec], *, concurrency: int, context: int | s
     without prices), then the rest with why (`Candidate.why`).
 
     `gpu` defaults to the GPUs `prices` prices, else every GPU; `gpu_counts` to the first valid tp of
-    1, 2, 4, ... up to `max_gpus`. `replicas` > 1 also tries that many independent copies of a deployment.
+    1, 2, 4, ... up to `max_gpus`. `replicas` > 1 also tries up to that many independent copies of a deployment,
+    on at most `max_gpus` GPUs in all.
     """
     for name, value, high in (("concurrency", concurrency, MAX_BATCH), ("max_gpus", max_gpus, 4096),
                               ("replicas", replicas, 4096)):
@@ -224,7 +225,7 @@ def cheapest(model: Union[str, ModelSpec], *, concurrency: int, context: int | s
                 min_tokens_per_second=min_tokens_per_second, prices=book,
                 kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), kv_auto=req.kv_auto, weight_dtype=req.weight_dtype,
                 gpu_memory_utilization=gmu, block_size=block_size, engine=chosen, max_replicas=replicas,
-                layouts=layouts, lora=lora)
+                layouts=layouts, lora=lora, max_gpus=max_gpus)
 
 
 @dataclass(frozen=True)

@@ -288,3 +288,14 @@ def test_sweep_table_keeps_names_whole_in_80_columns(monkeypatch):
     assert "· KV bf16" in lines[0]
     body = "\n".join(lines)
     assert "gpt-oss-120b" in body and "a100-sxm-80" in body and "h100-sxm" in body
+
+
+def test_gpus_shows_usable_memory_as_fit_does(kvplan_home, monkeypatch):
+    # the a100-sxm-80 profile plans with 79.25 GiB (fit's 'usable memory' row, human_bytes' 2 decimals); the GPU table
+    # showed 79.2, rounded to one
+    monkeypatch.setenv("COLUMNS", "120")
+    row = next(line for line in CliRunner().invoke(app, ["gpus"]).stdout.splitlines()
+               if line.startswith("a100-sxm-80 "))
+    fit = CliRunner().invoke(app, ["fit", "llama-3.1-8b", "--gpu", "a100-sxm-80", "--ctx", "8k"]).stdout
+    usable = next(line for line in fit.splitlines() if "usable memory" in line).split("│")[1].split()[0]
+    assert row.split("│")[1].strip() == usable == "79.25"

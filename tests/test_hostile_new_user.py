@@ -218,7 +218,11 @@ def test_cheapest_says_the_engine_release_and_the_dtypes(kvplan_home):
     assert "planned as vllm 0.11.0 allocates; weights bf16, KV fp8" in r.stderr
     r = runner.invoke(app, ["cheapest", "llama-3.1-8b", "--ctx", "8k", "-n", "4", "-g", "h100,t4"])
     assert "planned with kvplan's engine-neutral rules" in r.stderr
-    assert "weights bf16, KV bf16 (on h100-sxm)" in r.stderr
+    # each GPU's run dtypes, as fit heads them: a T4 (compute 7.5) has no bf16, so its plans are fp16; the header
+    # named only the first GPU's (one line for all where they agree)
+    assert "weights bf16, KV bf16 (on h100-sxm); weights fp16, KV fp16 (on t4)" in r.stderr
+    r = runner.invoke(app, ["cheapest", "llama-3.1-8b", "--ctx", "8k", "-n", "4", "-g", "h100,a100-sxm-80"])
+    assert "; weights bf16, KV bf16\n" in r.stderr and "(on " not in r.stderr
 
 
 def test_simulate_and_disagg_say_the_dtypes(kvplan_home):

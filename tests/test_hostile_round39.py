@@ -117,3 +117,10 @@ def test_a_rope_factor_below_one_is_still_read():
 @pytest.mark.parametrize("value", ["nan", "-1", "0", "inf"])
 def test_a_timeout_that_is_no_wait_is_refused(value, kvplan_home):
     one_line_error(runner.invoke(app, [*FIT, "--timeout", value]), 2, "--timeout must be a positive number of seconds")
+
+
+def test_a_negative_run_of_thousands_of_digits_echoes_forty_characters(kvplan_home):
+    # '-' and 5,000 nines is a size negated: refused as negative, but the message repeated all 5,001 characters
+    r = runner.invoke(app, [*FIT, "--overhead", "-" + "9" * 5000])
+    line = one_line_error(r, 2, "--overhead must not be negative")
+    assert "'-" + "9" * 39 + "'..." in line and len(line) < 200

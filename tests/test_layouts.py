@@ -379,3 +379,15 @@ def test_sglang_dp_attention_places_dense_mlps_and_head_over_every_rank():
     vllm = resolve_engine("vllm").result(spec, H200, dep, req)
     assert vllm.settings["overhead_weights_repack"] == rope_rows * 64 * 2 + 2**20
     assert close(vllm.plan.weight_bytes_per_gpu, 100_834_967_552 + rope_rows * 64 * 2 + 2**20)
+
+
+def test_cheapest_replicas_within_max_gpus():
+    # Llama 3.1 70B at 32k on H100, 64 requests: tp 4 holds 14 (the fail row), so 5 copies of tp 4 reach 64 on 20
+    # GPUs; --max-gpus 4 took that answer past its 4 GPUs (as a workload's copies are not). Within 4 nothing meets;
+    # within 20 the 5 copies are tried again.
+    base = ["llama-3.1-70b", "--ctx", "32k", "--concurrency", "64", "--gpu", "h100", "--replicas", "8"]
+    capped = _cheapest(*base, "--max-gpus", "4")
+    assert not capped["meets"]
+    assert all(r.get("gpus_total", r["gpus"]) <= 4 for r in capped["fails"])
+    wide = _cheapest(*base, "--max-gpus", "20", "--gpu-counts", "4")
+    assert [(r["replicas"], r["gpus_total"]) for r in wide["meets"]] == [(5, 20)]

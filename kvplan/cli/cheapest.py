@@ -66,7 +66,8 @@ def cheapest(
     gpu_counts: Annotated[Optional[str], typer.Option(
         "--gpu-counts", help="GPU counts to try (n ≤ 8: tp=n; above: tp=8, pp=n/8). Default: the first valid tp of "
         "1,2,4,...,--max-gpus.")] = None,
-    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest deployment tried without --gpu-counts.")] = 64,
+    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest deployment tried without --gpu-counts; with "
+                                          "--replicas, the most GPUs the copies take in all.")] = 64,
     kv_dtype: Annotated[str, typer.Option("--kv-dtype",
                                           help="KV cache dtype: auto (model's), bf16, fp8, ...")] = "auto",
     weight_dtype: Annotated[Optional[str],
@@ -143,7 +144,7 @@ def cheapest(
     for line in (*lora_lines(adapters, chosen, "candidate"), *memory_caveats(gpu_list), *weight_caveats([spec], [wdt])):
         stderr(f"note: {line}")
     candidates = rank(spec, gpu_list, ctx_tokens, concurrency, deployments=deps, min_tokens_per_second=min_tps,
-                      prices=price_book, kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype),
+                      prices=price_book, kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), max_gpus=max_gpus,
                       kv_auto=kv_dtype.strip().lower() == "auto", weight_dtype=wdt, gpu_memory_utilization=gmu,
                       block_size=block_size, engine=chosen, max_replicas=replicas, layouts=layouts, lora=adapters)
     for line in _assumed(chosen, candidates, spec, gpu_list):
@@ -170,9 +171,14 @@ def _assumed(chosen, candidates, spec, gpu_list) -> list[str]:
     cache dtype the checkpoint declares."""
     rules = planned_by(chosen.label)
     planned = [c.plan for c in candidates if c.plan is not None]
-    gpu = next((g for g in gpu_list if g.key == planned[0].gpu), None) if planned else None
-    if gpu is not None:
-        rules += f"; {dtype_words(planned[0], spec, gpu)}" + (f" (on {gpu.key})" if len(gpu_list) > 1 else "")
+    words: dict[str, list[str]] = {}  # the dtypes as fit heads them -> the GPUs that run them (a T4 has no bf16)
+    for g in gpu_list:
+        plan = next((p for p in planned if p.gpu == g.key), None)
+        if plan is not None:
+            words.setdefault(dtype_words(plan, spec, g), []).append(g.key)
+    if len(words) == 1:
+        rules += f"; {next(iter(words))}"
+    rules += "".join(f"; {w} (on {', '.join(keys)})" for w, keys in words.items() if len(words) > 1)
     return [rules, *(f"note: {n}" for n in checkpoint_kv_notes((p, spec) for p in planned))]
 
 

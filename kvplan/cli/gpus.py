@@ -29,9 +29,9 @@ def gpus(hw_profiles: HwOpt = None, as_json: JsonOpt = False):
     } for g in catalog.values()]
 
     def render(console) -> None:
-        # Usable memory (what kvplan plans with; the marketed figure is in --json), HBM bandwidth and
-        # dense bf16 (else fp16) TFLOPS, numbers whole; the aliases counted (their names at 80 columns took up to 7
-        # lines a GPU), each in --json; the name last, left out (the caption says so) where it would wrap.
+        # Usable memory (what kvplan plans with, to 2 decimals as fit says it; the marketed figure in --json), HBM
+        # bandwidth and dense bf16 (else fp16) TFLOPS, numbers whole; the aliases counted (their names at 80 columns
+        # took up to 7 lines a GPU), each in --json; the name last, left out (the caption says so) where it would wrap.
         t = table(["key", "GiB", "TB/s", "TFLOPS", "aliases", "name"], right=("GiB", "TB/s", "TFLOPS", "aliases"),
                   whole=("key",), optional=("name",), drop_first=("name",),
                   title="GiB: usable memory (2^30 B; what kvplan plans with, the marketed figure in --json); TB/s: "
@@ -39,7 +39,7 @@ def gpus(hw_profiles: HwOpt = None, as_json: JsonOpt = False):
                         "many other names --gpu takes (--json lists them)")
         for g in catalog.values():
             bf16 = dict(g.dense_flops).get("bf16") or dict(g.dense_flops).get("fp16")
-            t.add_row(g.key, f"{g.memory_usable_bytes / 2**30:.1f}", f"{g.bandwidth_bytes_per_s / 1e12:g}",
+            t.add_row(g.key, f"{g.memory_usable_bytes / 2**30:.2f}", f"{g.bandwidth_bytes_per_s / 1e12:g}",
                       f"{bf16 / 1e12:g}" if bf16 else "-", f"{len(g.aliases)}", markup_safe(g.name))
         console.print(t)
 

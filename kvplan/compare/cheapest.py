@@ -97,14 +97,15 @@ def _key(c: Candidate) -> tuple:
 def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deployments: Sequence[Deployment],
              min_tokens_per_second: float | None = None, prices=None, kv_dtype=None, weight_dtype=None, kv_auto=False,
              gpu_memory_utilization: float | None = None, block_size: int | None = None,
-             engine=None, max_replicas: int = 1, layouts: bool = False, lora=None) -> list[Candidate]:
+             engine=None, max_replicas: int = 1, layouts: bool = False, lora=None,
+             max_gpus: int | None = None) -> list[Candidate]:
     """Every candidate, those meeting the target first (ranked by RANKING), then the rest.
 
     `prices` is a kvplan.hardware.prices.Prices (or None: no prices, rank by GPU count). `engine` (a
     configured kvplan.engines.base.Engine; default the engine-neutral planner) plans each deployment.
     `layouts`: every valid layout of each GPU count, not only the given split; `max_replicas` > 1: a
-    deployment short of the target is also tried as that many independent copies at most
-    (kvplan.compare.replicas).
+    deployment short of the target is also tried as that many independent copies at most, on at most `max_gpus` GPUs
+    in all (None: any number; kvplan.compare.replicas).
     """
     engine = engine or resolve_engine()
     if not 1 <= concurrency <= 1_000_000:
@@ -135,7 +136,7 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
             c = Candidate(gpu.key, dep, p, price, why is None, why, step_seconds=step)
             (fails if why else meets).append(c)
             if why and p.max_concurrency < concurrency:
-                r = replicated(c, model, gpu, req, concurrency, max_replicas, engine.plan,
+                r = replicated(c, model, gpu, req, concurrency, (max_replicas, max_gpus), engine.plan,
                                lambda q, each: _why(q, each, min_tokens_per_second, model.max_context,
                                                     calibrated_step(q, model, gpu, engine)))
                 if r is not None:  # its figures are one replica's at its own batch, as the verdict was made

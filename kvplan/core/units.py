@@ -93,7 +93,8 @@ def parse_bytes(text: str | int, what: str = "memory", allow_zero: bool = False)
         unit = m.group(2) if m else ""
         scale = _LETTER_UNITS.get(unit) or _BYTE_UNITS.get(unit.lower())
         if str(text).strip().startswith("-") and parses_as_size(str(text).strip()[1:]):  # -1GiB: a size, negated
-            raise KvplanError(f"{arg(what)} must not be negative, got {text!r}", EXIT_USAGE, param=what, value=text)
+            raise KvplanError(f"{arg(what)} must not be negative, got {_shown(text)}", EXIT_USAGE, param=what,
+                              value=text)
         if not m or scale is None:
             raise KvplanError(f"{arg(what)} {_shown(text)} is not a size (try 80GiB, 80GB or a number of bytes)",
                               EXIT_USAGE, param=what, value=text)

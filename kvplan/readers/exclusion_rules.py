@@ -72,10 +72,12 @@ def rule(quant_method: str) -> str:
 
 
 class Named:
-    """A module-name test with the entry it stands for (kvplan.readers.unquantized names it in a refusal)."""
+    """A module-name test with the entry it stands for (kvplan.readers.unquantized names it in a refusal). `literal`:
+    every name it accepts holds the entry's `layers.N.` (a plain substring test, no wildcard or regex), so only layer
+    N's modules need asking."""
 
-    def __init__(self, label: str, test):
-        self.label, self._test = label, test
+    def __init__(self, label: str, test, literal: bool = False):
+        self.label, self._test, self.literal = label, test, literal
 
     def __call__(self, name: str) -> bool:
         return self._test(name)
@@ -148,7 +150,7 @@ def sglang_matcher(entry: str, dotted: bool) -> Named:
         moe = name[:at + len(".experts")]
         return hit(moe) or ("experts" in entry and moe in entry)
 
-    return Named(entry, test)
+    return Named(entry, test, literal=True)
 
 
 # the list keys each method's vLLM config reads, in its order of precedence (module docstring); fp8 falls back to the

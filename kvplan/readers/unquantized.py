@@ -143,6 +143,15 @@ def tested_names(m: ModuleNames, where: str) -> tuple[str, ...]:
     return tuple(seen)
 
 
+def _literal_layer(test) -> int | None:
+    """The one layer whose modules a literal matcher (`Named.literal`: SGLang's) can accept, where its entry names
+    one `layers.N.`: every name asked is `{prefix}{i}.{rest}` with a prefix ending `layers.`, so a name holding the
+    entry holds `layers.i.` with i = N. None: every layer is asked (a regex, a glob, no or several layers). Asking
+    each of Llama-3.1-405B-FP8's 508 entries only its own layer, not all 126, keeps the list linear."""
+    found = set(_LAYER_INDEX.findall(test.label)) if getattr(test, "literal", False) else set()
+    return int(found.pop()) if len(found) == 1 else None
+
+
 def _compiled(name: str, where: str):
     try:
         return re.compile(name[3:]).match
@@ -171,7 +180,8 @@ def matched(names: list, n: int, params, where: str, modules: ModuleNames | None
     for name in names:
         if modules is not None and (callable(name) or name.startswith("re:")):
             found = _regex_entries(name if callable(name) else _compiled(name, where), modules,
-                                   getattr(name, "label", "the scheme's targets") if callable(name) else name, where)
+                                   getattr(name, "label", "the scheme's targets") if callable(name) else name, where,
+                                   _literal_layer(name))
         elif names_mtp(name):  # the MTP module's: the target model has no such module (vLLM drops them)
             continue
         elif rule and modules is not None and _own_prefix(name, modules):

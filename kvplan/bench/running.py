@@ -40,6 +40,7 @@ from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, locks
                                       mixed_chunk, model_limits, poll_wait_steps, prefill_first_release,
                                       resident_context, runs_waves, whole_prompt_budget, worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
+from kvplan.engines.vllm.defaults import llm_class_defaults
 from kvplan.engines.vllm.v0_chunked import server_sized
 from kvplan.model.layers import Kind
 from kvplan.model.recurrent import recurrent_states
@@ -79,6 +80,11 @@ SERVER_LENGTH = {"sglang": "context_length"}
 # benchmark tools that choose the engine's running limit and step tokens themselves where the run states
 # neither: tool -> (the engine's option for tokens per step, the function giving (running limit, tokens))
 HARNESS_SETTINGS = {"trtllm-bench": ("max_num_tokens", trtllm_bench_settings)}
+# vLLM harnesses that build the offline `vllm.LLM` class, whose scheduler defaults are the LLM_CLASS usage context's,
+# not `vllm serve`'s (kvplan.engines.vllm.defaults.llm_class_defaults): `vllm bench throughput` / `latency` (v0.10.0
+# wheel `benchmarks/throughput.py` L43, `latency.py` L90), benchmarks/benchmark_latency.py (vllm-project/vllm@e43d46b6:
+# main, as rocm-blogs-vllm-optimize-2024-10.yaml cites it) and a harness's own LLM(...) (`vllm.LLM`)
+LLM_CLASS_TOOLS = {"vllm": ("vllm bench throughput", "vllm bench latency", "benchmark_latency.py", "vllm.LLM")}
 # the KV fraction it was told
 HARNESS_FRACTION = ("kv_cache_free_gpu_mem_fraction", "free_gpu_memory_fraction", "kv_cache_free_gpu_memory_fraction")
 
@@ -227,6 +233,7 @@ def sized(case, spec, gpu) -> Running | None:
         req = read_request(spec, context=context, kv_dtype=case.kv_dtype or "auto",
                            weight_dtype=weight_dtype_of(case.weight_dtype))
         st = engine.settings(spec, gpu, dep, req)  # its engine: V1, or V0 by release or fallback (vllm.v0_fallback)
+        engine, st = llm_class_settings(case, engine, st, opts, util, (spec, gpu, dep, req))  # an LLM-class tool
         if server_sized(case.engine, case.version, getattr(st, "v1", None)):  # V0's step budget: the server's length
             served = spec.max_model_len or served_length(case, spec)
             spec = replace(spec, max_model_len=int(served))
@@ -283,6 +290,22 @@ def per_rank(case) -> bool:
     """Whether `case`'s dp replicas are attention-DP ranks of one engine that runs its running limit on each rank
     (kvplan.speed.corpus.PER_RANK_LIMIT), so running() sizes them (the module's docstring)."""
     return case.dp > 1 and attention_dp(case) and case.engine in PER_RANK_LIMIT
+
+
+def llm_class_settings(case, engine, st, opts: dict, util, args: tuple):
+    """(engine, settings) for a vLLM V1 run of an LLM-class tool (LLM_CLASS_TOOLS): configured again with the step
+    tokens and sequences of its usage context that the run does not state (kvplan.engines.vllm.defaults
+    .llm_class_defaults); `engine` and `st` as given otherwise: a V0 run reads no usage context
+    (kvplan.engines.vllm.v0_chunked), nor does a release before 0.10.0 here. `args`: settings' (spec, gpu, dep, req)."""
+    if case.harness not in LLM_CLASS_TOOLS.get(case.engine, ()) or not getattr(st, "v1", False):
+        return engine, st
+    got = llm_class_defaults(st.v, args[1])
+    keys = ("max_num_batched_tokens", "max_num_seqs")
+    offline = {k: x for k, x in zip(keys, got or ()) if opts.get(k) is None}
+    if not offline:
+        return engine, st
+    engine, _ = configure(case.engine, case.version, {**opts, **offline}, util)
+    return engine, engine.settings(*args)
 
 
 def harness_limits(case, spec, gpu, tp: int | None = None) -> tuple[int, int] | None:

@@ -88,6 +88,24 @@ def batch_defaults(v: tuple[int, ...], gpu, context: int, v1: bool | None = None
     return (8192, 1024) if big else (2048, 256)
 
 
+LLM_CLASS_FROM = (0, 10, 0)  # the first release whose LLM-class defaults kvplan read (wheels 0.10.0 ... 0.33.0)
+
+
+def llm_class_defaults(v: tuple[int, ...], gpu) -> tuple[int, int] | None:
+    """The offline `LLM` class's (max_num_batched_tokens, max_num_seqs) for release `v` on `gpu`: its usage context
+    LLM_CLASS, which `vllm.LLM` passes to LLMEngine.from_engine_args (v0.10.0 `entrypoints/llm.py` L274, v0.33.0
+    L342), as `vllm bench throughput` / `latency` do (they build an LLM: v0.10.0 `benchmarks/throughput.py` L43,
+    `latency.py` L90). 16384 / 1024 on the large tier (the server's test: >= 70 GiB and not an A100, or >= 160 GiB
+    from 0.33.0), else 8192 / 256: twice and four times the server's tokens, the same sequences (arg_utils v0.10.0
+    L1584-1602, v0.19.1 L2053-2071, v0.20.1 L2208-2226, v0.33.0 L2973-3005). None before 0.10.0 (not read).
+    AsyncLLMEngine / LLMEngine.from_engine_args default to ENGINE_CONTEXT, in neither table (SchedulerConfig's
+    2048 / 128 in 0.19.1): not this."""
+    if v < LLM_CLASS_FROM:
+        return None
+    big = _big_gpu(gpu) or (v >= (0, 33, 0) and gpu.memory_usable_bytes >= 160 * GIB)
+    return (16384, 1024) if big else (8192, 256)
+
+
 def _kv_flag(req, model) -> str | None:
     """The --kv-cache-dtype the plan's command passes (kvplan.engines.emit.kv_dtype_arg, by kvplan's dtype name), as
     the oracle reads it: None for auto. No release with the oracle (0.8-0.10) has its auto follow a checkpoint's

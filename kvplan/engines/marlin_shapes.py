@@ -83,3 +83,14 @@ def layer_shards(model, layer, ffn: str, tp: int, mlps: dict, attention: bool) -
         out += [Shard("gate_up_proj" if gated_mlp(model) else "up_proj", up_n, h, h),
                 Shard("down_proj", h, down_k, down_k * tp)]
     return out
+
+
+def rank_layer_shards(model, tp: int):
+    """(per layer, its shards on a rank; the layers' ffn kinds; the roles left out), or None where rank_shapes is:
+    what a Marlin or W4A8 rule prices layer by layer (kvplan.engines.vllm.marlin_dense_pad, marlin_fp8, w4a8)."""
+    shapes = rank_shapes(model, tp)
+    if shapes is None:
+        return None
+    mlps, attention, skipped = shapes
+    kinds = ffn_kinds(model, model.num_layers)
+    return [layer_shards(model, la, kinds[i], tp, mlps, attention) for i, la in enumerate(model.layers)], kinds, skipped

@@ -36,12 +36,11 @@ from __future__ import annotations
 from math import lcm
 
 from kvplan.core.intmath import round_up
-from kvplan.engines.marlin_shapes import layer_shards, rank_shapes
+from kvplan.engines.marlin_shapes import rank_layer_shards
 from kvplan.engines.vllm import gptq_order
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
 from kvplan.planning.deploy import largest_stage
 from kvplan.planning.plan_warnings import PlanWarning
-from kvplan.readers.mlp_layout import ffn_kinds
 
 PADS_FROM = (0, 24, 0)  # MarlinLinearKernel.can_implement accepts a misaligned shard (0.23.0: strict)
 METHODS = ("gptq", "awq", "compressed-tensors")
@@ -92,24 +91,17 @@ def _zero_points(model) -> bool:
     return q.quant_method == "awq" or (q.quant_method == "compressed-tensors" and not q.symmetric)
 
 
-def _layer_bytes(model, layer, ffn: str, tp: int, cap, v: tuple, mlps: dict, attention: bool) -> int:
-    """One layer's padding on a rank: its attention projections (where exact) and its MLP (dense or shared)."""
-    return sum(linear_bytes(model, x.n, x.k, x.full_k, cap, v)
-               for x in layer_shards(model, layer, ffn, tp, mlps, attention))
-
-
 def _priced(model, dep, v: tuple, gpu, humming_first: bool = True):
     """(bytes a rank of the largest stage gains, roles left out) where Marlin pads on `gpu`; None where it does not
     run these linears (the release, method, GPU) or (unless not `humming_first`) Humming goes first."""
     cap = nvidia_capability(gpu)
     if not _applies(model, v) or cap is None or cap < MARLIN_CC or (humming_first and humming_ahead(v, cap)):
         return None
-    tp, shapes = dep.tp, rank_shapes(model, dep.tp)
-    if shapes is None:
+    shards = rank_layer_shards(model, dep.tp)
+    if shards is None:
         return None
-    mlps, attention, skipped = shapes
-    kinds = ffn_kinds(model, model.num_layers)
-    per_layer = [_layer_bytes(model, la, kinds[i], tp, cap, v, mlps, attention) for i, la in enumerate(model.layers)]
+    layers, _, skipped = shards  # a layer's padding: its attention projections (where exact) and its dense/shared MLP
+    per_layer = [sum(linear_bytes(model, x.n, x.k, x.full_k, cap, v) for x in layer) for layer in layers]
     return largest_stage(per_layer, dep.pp), skipped
 
 

@@ -61,13 +61,12 @@ from __future__ import annotations
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
 from kvplan.engines.fp8_blocks import exact_expert_width
-from kvplan.engines.marlin_shapes import layer_shards, rank_shapes
+from kvplan.engines.marlin_shapes import rank_layer_shards
 from kvplan.engines.versions import parse_version
 from kvplan.engines.vllm import marlin_dense_pad as dense
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
 from kvplan.planning.deploy import largest_stage
 from kvplan.planning.plan_warnings import PlanWarning
-from kvplan.readers.mlp_layout import ffn_kinds
 
 READ_FROM = (0, 10, 0)  # the first release whose FP8 Marlin was read
 NATIVE_FP8_CC = (8, 9)  # has_device_capability(89): FP8 GEMMs; below it, Marlin
@@ -115,14 +114,6 @@ def linear_bytes(n: int, k: int, block: int, v: tuple, fp4: bool = False, channe
     return loaded - n * k - (cdiv(n, block) * cdiv(k, block) * 4 if block else 4 * n if channel else 0)
 
 
-def _layer_bytes(model, layer, ffn: str, tp: int, v: tuple, mlps: dict, attention: bool) -> int:
-    """One layer's bytes on a rank: its attention projections (where exact) and its dense or shared MLP."""
-    q = model.quantization
-    fp4, block, channel = q.method == "nvfp4", 0 if q.method == "nvfp4" else q.group_size, bool(q.channel_scales)
-    return sum(linear_bytes(x.n, x.k, block, v, fp4, channel)
-               for x in layer_shards(model, layer, ffn, tp, mlps, attention))
-
-
 def _expert_shard(model, dep) -> tuple[int, int] | None:
     """(a rank's expert width N, experts a rank holds) where the FP8 experts' Marlin scales are priced; None where the
     model has no FP8 routed experts, or their width is not read or not whole Marlin tiles (module docstring)."""
@@ -156,16 +147,18 @@ def priced(model, dep, v: tuple, gpu):
     q = model.quantization
     if not applies(model, gpu, v) or (q.method == "fp8" and q.group_size not in BLOCKS):
         return None
-    tp, shapes = dep.tp, rank_shapes(model, dep.tp)
-    if shapes is None:
+    shards = rank_layer_shards(model, dep.tp)
+    if shards is None:
         return None
-    mlps, attention, skipped = shapes
-    kinds = ffn_kinds(model, model.num_layers)
+    layers, kinds, skipped = shards
     experts = _experts(model, dep) if model.params.num_experts else 0
     if experts is None:
         skipped.append("routed experts'")
-    per_layer = [_layer_bytes(model, la, kinds[i], tp, v, mlps, attention) + (experts or 0) * (kinds[i] == "moe")
-                 for i, la in enumerate(model.layers)]  # the MoE layers by ffn_kinds' layout (DeepSeek's dense first)
+    fp4, block, channel = q.method == "nvfp4", 0 if q.method == "nvfp4" else q.group_size, bool(q.channel_scales)
+    # a layer's bytes: its attention projections (where exact), its dense or shared MLP, and on the MoE layers by
+    # ffn_kinds' layout (DeepSeek's dense first) its routed experts' scales
+    per_layer = [sum(linear_bytes(x.n, x.k, block, v, fp4, channel) for x in layer) + (experts or 0) * (kind == "moe")
+                 for layer, kind in zip(layers, kinds)]
     return largest_stage(per_layer, dep.pp), skipped
 
 

@@ -31,12 +31,11 @@ routed experts are W4A8 (CompressedTensorsW4A8Fp8MoEMethod, not read) is refused
 from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
-from kvplan.engines.marlin_shapes import layer_shards, rank_shapes
+from kvplan.engines.marlin_shapes import rank_layer_shards
 from kvplan.engines.versions import parse_version
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
 from kvplan.planning.deploy import largest_stage
 from kvplan.planning.plan_warnings import PlanWarning
-from kvplan.readers.mlp_layout import ffn_kinds
 
 FROM = (0, 19, 0)  # the first release whose W4A8 path was read
 CUTLASS_CC = (9, 0)  # _is_fp8_w4a8_sm90: exactly 9.0
@@ -52,12 +51,8 @@ def applies(model) -> bool:
 
 def _shards(model, dep):
     """A rank's shards per layer of the model, or None where they are not all read exactly."""
-    shapes = rank_shapes(model, dep.tp)
-    if shapes is None or shapes[2]:
-        return None
-    mlps, attention, _ = shapes
-    kinds = ffn_kinds(model, model.num_layers)
-    return [layer_shards(model, la, kinds[i], dep.tp, mlps, attention) for i, la in enumerate(model.layers)]
+    shards = rank_layer_shards(model, dep.tp)
+    return None if shards is None or shards[2] else shards[0]
 
 
 def problem(model, dep, gpu, version: str) -> str | None:

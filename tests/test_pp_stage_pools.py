@@ -36,7 +36,8 @@ def test_vllm_workers_keep_the_whole_models_groups_under_pipeline_stages(kvplan_
     # Regrouping each stage's own layers (as 0.10.x did) gave 8 groups of 2: 9 blocks a request, 924 blocks.
     whole = _figures(_fit_json(NEMOTRON, "--gpu", "h100", "--ctx", "8k", "--engine", "vllm", "--tp", "1"))
     assert whole["groups x layers per group"] == [7, 10]
-    page = whole["bytes per block id"] // 10
+    page = 4_128 * 2 * 8 * 128 * 2  # an attention page: 4,128 tokens x K and V x 8 KV heads x 128 dims x 2 B (bf16)
+    assert whole["bytes per block id"] == 10 * page  # = 169,082,880 B: 10 layers a group, a page each
     out = _fit_json(NEMOTRON, "--gpu", "h100", "--ctx", "8k", "--engine", "vllm", "--pp", "4")
     lines = _figures(out)
     assert lines["groups x layers per group"] == [7, 3] and lines["bytes per block id"] == 3 * page

@@ -20,6 +20,7 @@ from typing import Annotated, Callable, Optional, get_type_hints
 
 import typer
 
+from kvplan.core.capped import read_capped
 from kvplan.core.errors import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg, inputs_named, path_error
 from kvplan.core.files import check_writable
 from kvplan.core.markup import one_line, plain, safe_stdout
@@ -312,9 +313,10 @@ def read_capped_text(path: Path, max_bytes: int, kind: str, missing: str = "no s
         if path.exists():  # a device or a FIFO (/dev/null, a pipe): there, but no file to read
             raise KvplanError(f"{path} is not a regular file; give {kind} file", EXIT_USAGE)
         raise KvplanError(f"{missing}: {path}", EXIT_NOT_FOUND)
-    if path.stat().st_size > max_bytes:
-        raise KvplanError(f"{path}: larger than {max_bytes // 2**20} MiB; not {kind}", EXIT_USAGE)
-    try:
-        return path.read_bytes().decode("utf-8", errors="replace")
+    try:  # read through the cap (kvplan.core.capped): no gap between a size check and the read
+        data = read_capped(path, max_bytes, str(path))
     except OSError as exc:
         raise KvplanError(f"cannot read {path}: {exc.strerror or exc}", EXIT_NOT_FOUND) from None
+    if data is None:
+        raise KvplanError(f"{path}: larger than {max_bytes // 2**20} MiB; not {kind}", EXIT_USAGE)
+    return data.decode("utf-8", errors="replace")

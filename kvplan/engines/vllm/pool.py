@@ -114,19 +114,14 @@ class Pool:
         """The divisor of vLLM's printed concurrency: the blocks one request needs (V4Pool: its own)."""
         return self.blocks_per_request(length, st)
 
-    def resident_blocks_per_request(self, length: int, st: Settings) -> int:
-        """Blocks one request of `length` tokens holds while it decodes, summed over groups: blocks_per_request's, but
-        a sliding-window group keeps only the blocks its window still reads. vLLM V1 frees the rest before each
-        allocation (0.10.2 wheel `v1/core/kv_cache_manager.py` allocate_slots L246-253 calls remove_skipped_blocks,
-        `v1/core/single_type_kv_cache_manager.py` SlidingWindowManager L375-391: blocks below
-        (computed - W + 1) // block become the null block), so past W tokens a request holds at most
-        cdiv(W - 1, block) + 1 of them (gpt-oss's W 128, block 16: 9), not the chunk-wide worst case vLLM prints its
-        concurrency from (SlidingWindowSpec.max_memory_usage_bytes: W - 1 + max_num_batched_tokens)."""
-        return self.blocks_per_request(length, st, resident=st.v1)
-
     def blocks_per_request(self, length: int, st: Settings, resident: bool = False) -> int:
-        """Blocks one request of `length` tokens needs, summed over groups (kv_cache_utils v0.11 L780); `resident`:
-        a sliding-window group's as it decodes (resident_blocks_per_request)."""
+        """Blocks one request of `length` tokens needs, summed over groups (kv_cache_utils v0.11 L780). `resident`:
+        what it holds while it decodes, where a sliding-window group keeps only the blocks its window still reads.
+        vLLM V1 frees the rest before each allocation (0.10.2 wheel `v1/core/kv_cache_manager.py` allocate_slots
+        L246-253 calls remove_skipped_blocks, `v1/core/single_type_kv_cache_manager.py` SlidingWindowManager
+        L375-391: blocks below (computed - W + 1) // block become the null block), so past W tokens a request holds
+        at most cdiv(W - 1, block) + 1 of them (gpt-oss's W 128, block 16: 9), not the chunk-wide worst case vLLM
+        prints its concurrency from (SlidingWindowSpec.max_memory_usage_bytes: W - 1 + max_num_batched_tokens)."""
         total = 0
         rules = VllmRules.of(st)
         for b in self.buckets:
@@ -141,12 +136,12 @@ class Pool:
 
 
 def resident_concurrency(pools, blocks: int, length: int, st: Settings) -> float | None:
-    """Requests of `length` tokens `blocks` block ids hold while they decode (Pool.resident_blocks_per_request, the
+    """Requests of `length` tokens `blocks` block ids hold while they decode (Pool.blocks_per_request's `resident`, the
     largest over the stages' pools): above vLLM's printed concurrency where sliding-window groups free what their
     window no longer reads; None for V0 and for DeepSeek-V4's pool (its own admission, Capacity.admitted)."""
     if not st.v1 or not all(isinstance(p, Pool) for p in pools):
         return None
-    per = max(p.resident_blocks_per_request(length, st) for p in pools)
+    per = max(p.blocks_per_request(length, st, resident=True) for p in pools)
     return blocks / per if per else None
 
 
@@ -278,8 +273,8 @@ def stage_pools(model, dep, st: Settings, kv_dtype: DType, state_dtype: DType) -
     if whole is None or whole.uniform or not whole.buckets or has_compressed(model.layers) \
             or parse_version(st.version) < GLOBAL_GROUPS:
         return tuple(build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st) for a, b in ranges)
-    return tuple(projected(whole, cache_specs(model.layers, dep.tp, kv_dtype, state_dtype, st), a, b)
-                 for a, b in ranges)
+    specs = cache_specs(model.layers, dep.tp, kv_dtype, state_dtype, st)  # the whole model's, built once
+    return tuple(projected(whole, specs, a, b) for a, b in ranges)
 
 
 def projected(whole: Pool, specs: list[tuple[tuple, int]], start: int, end: int) -> Pool:

@@ -9,8 +9,8 @@ Nemotron-H-56B's Mamba-2 mixer is 438,304,768 parameters, an attention layer's 1
 layer count. Mixer parameters: an attention layer's q / k / v / o from its heads (q twice as wide where it also
 gives an output gate: kvplan.readers.block_scales.mixer_params, the tensors its block scales are counted over), the
 rest of the model's mixer count spread evenly over its recurrent layers where they are all alike; MLP and MoE blocks
-placed by kvplan.readers.mlp_layout.ffn_kinds. Where the layers do not add up to
-the model's counts (a family whose shapes kvplan does not read apart), the shares are the layer count's.
+placed by kvplan.readers.mlp_layout.ffn_kinds. Where the layers do not add up to the model's counts (a family whose
+shapes kvplan does not read apart), the shares are the layer count's.
 """
 
 from __future__ import annotations
@@ -32,7 +32,10 @@ def layer_mixers(model) -> list[int] | None:
             out.append(0)
             recurrent.append(layer)
         elif layer.kind in (Kind.FULL, Kind.SLIDING, Kind.CHUNKED) and getattr(layer, "head_dim", 0):
-            out.append(mixer_params(model, layer))  # q / k / v / o from its heads, as the block-scale reader sums
+            n = mixer_params(model, layer)  # q / k / v / o from its heads, as the block-scale reader sums them
+            if n is None:
+                return None
+            out.append(n)
         else:
             return None
     left = model.params.attention - sum(out)

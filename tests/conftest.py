@@ -94,6 +94,14 @@ def kvplan_home(tmp_path, monkeypatch):
     return tmp_path / "kvplan-home"
 
 
+def engine_figures(source) -> dict:
+    """An engine's printed figures by label: a Capacity's lines (or an EngineResult's), or a `fit --json` plan's
+    engine table (the plan, or its `engine` object). The one reading every test shares."""
+    if isinstance(source, dict):
+        return {f["label"]: f["value"] for f in source.get("engine", source)["figures"]}
+    return {f.label: f.value for f in getattr(source, "capacity", source).lines}
+
+
 def one_line_error(result, code: int, needle: str = "") -> str:
     """A CliRunner result that failed the kvplan way: exit `code`, one `Error:` line on stderr, no traceback."""
     assert result.exit_code == code, (result.exit_code, result.output)

@@ -24,6 +24,7 @@ from kvplan.engines.vllm.deepseek_v4 import approximate_gcd, build
 from kvplan.model.compressed import CompressedMLA
 from kvplan.planning.profile import kv_profile
 from kvplan.readers.configs import spec_from_config
+from conftest import engine_figures
 
 FIX = Path(__file__).parent / "fixtures" / "families" / "deepseek-v4-flash.json"
 GIB = 2**30
@@ -138,7 +139,7 @@ def test_vllm_fit_prints_its_concurrency_and_admits_fewer(kvplan_home, tmp_path)
                                  "--engine-opt", "max_num_batched_tokens=8192", "--json"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
-    lines = {f["label"]: f["value"] for f in out["engine"]["figures"]}
+    lines = engine_figures(out)
     per_block = lines["bytes per block id"]
     blocks = lines["num_gpu_blocks"]
     assert per_block == 1_051_776 and blocks == out["engine"]["kv_memory_bytes_per_gpu"] // per_block
@@ -212,7 +213,7 @@ def test_vllm_025_start_up_check_binds_the_longest_context(kvplan_home):
     assert (out["0.22.0"]["engine"]["blocks"], out["0.25.0"]["engine"]["blocks"]) == (5_553, 5_618)
     assert out["0.22.0"]["max_context"] == out["0.25.0"]["max_context"] < 13_528
     for version, plan in out.items():  # --max-model-len auto: the same start-up check
-        auto = {f["label"]: f["value"] for f in plan["engine"]["figures"]}["--max-model-len auto sets"]
+        auto = engine_figures(plan)["--max-model-len auto sets"]
         assert auto == plan["max_context"], version
     # one byte more and 13,528 tokens fit: the length vLLM 0.22 estimated in vllm-project/vllm#44376
     assert out["0.22.0+1"]["max_context"] == 13_528

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import meta_param_count
+from conftest import engine_figures, meta_param_count
 
 from kvplan.readers.configs import spec_from_config
 from kvplan.core.dtypes import BF16, FP8, KV_DTYPES
@@ -82,7 +82,7 @@ def test_vllm_groups_latent_and_indexer_in_one_page_of_64_tokens(kvplan_home, tm
     r = fit_json(tmp_path, config(), "--engine", "vllm", "--json")
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
-    figures = {f["label"]: f["value"] for f in out["engine"]["figures"]}
+    figures = engine_figures(out)
     assert figures["block (page) size"] == 64
     assert figures["bytes per block id"] == 64 * LAYERS * PER_LAYER_BF16  # one group: every layer's two pages
     assert out["kv_bytes_per_token"] == 8 * LAYERS * PER_LAYER_BF16  # all 8 ranks

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import meta_param_count
+from conftest import engine_figures, meta_param_count
 
 from kvplan.readers.configs import spec_from_config
 from kvplan.core.dtypes import BF16
@@ -69,7 +69,7 @@ def test_vllm_sees_one_attention_and_one_mamba_layer_per_decoder_layer(kvplan_ho
                            ["fit", str(path), "--gpu", "h100", "--gpus", "1", "--ctx", "32k", "--engine", "vllm",
                             "--json"])
     assert r.exit_code == 0, r.output
-    figures = {f["label"]: f["value"] for f in json.loads(r.stdout)["engine"]["figures"]}
+    figures = engine_figures(json.loads(r.stdout))
     # 44 FullAttentionSpec + 44 MambaSpec: group size 44, two groups. The attention block grows until its page
     # covers the Mamba page (model_executor/models/config.py HybridAttentionMambaModelConfig):
     # 16 x cdiv(1,594,368, 16 x 1024) = 16 x 98 = 1568 tokens; page = 1568 x 1024 = 1,605,632 B.

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from kvplan import api
 from kvplan.cli import app
 from kvplan.simulator.adapter import sim_model
+from conftest import engine_figures
 
 runner = CliRunner()
 NEMOTRON = "nemotron-h-56b-base-8k"
@@ -21,10 +22,6 @@ def _fit_json(*args) -> dict:
     return json.loads(r.stdout)
 
 
-def _figures(out: dict) -> dict:
-    return {f["label"]: f["value"] for f in out["engine"]["figures"]}
-
-
 def test_vllm_workers_keep_the_whole_models_groups_under_pipeline_stages(kvplan_home):
     # Nemotron-H-56B's hybrid_override_pattern (its config.json): 118 layers, '*' attention at 7, 18, ..., 106 (10),
     # 'M' Mamba-2 at 54, '-' an MLP (no cache). vLLM 0.33.0 groups the whole model's specs: group_size =
@@ -34,12 +31,12 @@ def test_vllm_workers_keep_the_whole_models_groups_under_pipeline_stages(kvplan_
     # other stages hold 3, 3 and 2 attention layers and at most 3 of a Mamba group. So 3 layers per block id on every
     # worker and 7 groups: an 8,192-token request takes cdiv(8192, 4128) = 2 attention blocks + 6 Mamba pages = 8.
     # Regrouping each stage's own layers (as 0.10.x did) gave 8 groups of 2: 9 blocks a request, 924 blocks.
-    whole = _figures(_fit_json(NEMOTRON, "--gpu", "h100", "--ctx", "8k", "--engine", "vllm", "--tp", "1"))
+    whole = engine_figures(_fit_json(NEMOTRON, "--gpu", "h100", "--ctx", "8k", "--engine", "vllm", "--tp", "1"))
     assert whole["groups x layers per group"] == [7, 10]
     page = 4_128 * 2 * 8 * 128 * 2  # an attention page: 4,128 tokens x K and V x 8 KV heads x 128 dims x 2 B (bf16)
     assert whole["bytes per block id"] == 10 * page  # = 169,082,880 B: 10 layers a group, a page each
     out = _fit_json(NEMOTRON, "--gpu", "h100", "--ctx", "8k", "--engine", "vllm", "--pp", "4")
-    lines = _figures(out)
+    lines = engine_figures(out)
     assert lines["groups x layers per group"] == [7, 3] and lines["bytes per block id"] == 3 * page
     assert lines["blocks per 8,192-token request"] == 8
     # every worker the same bytes per block id: the fewest blocks are the least budget's
@@ -101,7 +98,7 @@ def test_vllm_groups_the_whole_model_from_0_11_0_and_each_stage_before(kvplan_ho
     # 0.11.0 L977, no 1.5 rule yet). Stage 0 of pp 4 (layers 0-28: attention 7 and 18, 14 Mamba layers): 0.10.2 gives
     # group_size min(2, 14) = 2, 1 + cdiv(14, 2) = 8 groups of 2; 0.11.0 the whole model's min(10, 54) = 10, 1 +
     # cdiv(54, 10) = 7 groups, 3 of stage 0's layers the most in one (L1054): a block id 3 pages, not 2.
-    old, new = (_figures(_fit_json(NEMOTRON, "--gpu", "h100", "--ctx", "8k", "--engine", "vllm", "--engine-version", v,
-                                   "--pp", "4")) for v in ("0.10.2", "0.11.0"))
+    old, new = (engine_figures(_fit_json(NEMOTRON, "--gpu", "h100", "--ctx", "8k", "--engine", "vllm",
+                                         "--engine-version", v, "--pp", "4")) for v in ("0.10.2", "0.11.0"))
     assert old["groups x layers per group"] == [8, 2] and new["groups x layers per group"] == [7, 3]
     assert old["bytes per block id"] // 2 == new["bytes per block id"] // 3

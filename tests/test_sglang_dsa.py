@@ -26,6 +26,7 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
 from kvplan.sources.catalog import find_in_catalog
+from conftest import engine_figures
 
 GIB = 2**30
 H200, B200, PRO6000, MI355X = (find_gpu(g) for g in ("h200-sxm", "b200", "rtx-pro-6000-server", "mi355x"))
@@ -37,10 +38,6 @@ DEP = Deployment(8)
 def _result(model, gpu, version="0.5.23", kv="auto", opts=()):
     req = Request(context=32768, kv_dtype=None if kv == "auto" else canonical_kv_dtype(kv), kv_auto=kv == "auto")
     return resolve_engine("sglang", version, list(opts)).result(model, gpu, DEP, req)
-
-
-def _figures(res) -> dict:
-    return {f.label: f.value for f in res.capacity.lines}
 
 
 @pytest.mark.parametrize("model, gpu, version, kv, cell", [
@@ -65,7 +62,7 @@ def _figures(res) -> dict:
 ])
 def test_the_cell_sglang_divides_its_budget_by(model, gpu, version, kv, cell):
     res = _result(model, gpu, version, kv)
-    fig = _figures(res)
+    fig = engine_figures(res)
     assert fig["cell per token"] == cell
     # the pool: budget // cell, rounded down to the 64-token page DSA runs on CUDA
     assert fig["max_total_num_tokens"] == fig["KV budget per GPU (rest)"] // cell // 64 * 64

@@ -20,6 +20,7 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
 from kvplan.sources.catalog import find_in_catalog
+from conftest import engine_figures
 
 MI300X, MI355X, H200 = (find_gpu(g) for g in ("mi300x", "mi355x", "h200-sxm"))
 V32, GLM5 = (find_in_catalog(m) for m in ("deepseek-v3.2", "glm-5"))
@@ -45,4 +46,4 @@ def test_rocm_dsa_pool_is_refused_with_sglangs_reason(model, gpu, version, kv, n
 def test_the_same_model_on_cuda_is_planned():
     # the refusal is ROCm's alone: GLM-5 on H200 at 0.5.23, bf16: 78 x (1,152 + 132) = 100,152 B a cell
     res = _result(GLM5, H200, "0.5.23")
-    assert {f.label: f.value for f in res.capacity.lines}["cell per token"] == 78 * (1152 + 132)
+    assert engine_figures(res)["cell per token"] == 78 * (1152 + 132)

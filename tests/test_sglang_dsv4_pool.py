@@ -32,6 +32,7 @@ from kvplan.model.compressed import CompressedMLA
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
 from kvplan.readers.configs import spec_from_config
+from conftest import engine_figures
 
 FIX = Path(__file__).parent / "fixtures" / "families" / "deepseek-v4-flash.json"
 FIT = ["fit", "deepseek-v4-flash", "--gpu", "h200", "--gpus", "8", "--tp", "8", "--kv-dtype", "fp8", "--engine",
@@ -89,7 +90,7 @@ def test_pools_from_a_given_budget():
     # (107,374,182,400 - 2,715,811,840) / 7,705.45 = 13,582,382.7 -> 13,582,382 -> pages of 256: 53,056 x 256
     full = 13_582_336
     assert cap.tokens == full
-    lines = {f.label: f.value for f in cap.lines}
+    lines = engine_figures(cap)
     # swa int(1,358,233.6) -> 5,305 pages = 1,358,080; c4 full // 4 = 3,395,584; c128 full // 128 = 106,112;
     # c4_state 1,358,080 // 128 x 8 = 84,880; c128_state (256 + 1) x 128 = 32,896
     assert lines["DSV4 pool sizes"] == (full, 1_358_080, 3_395_584, 106_112, 84_880, 32_896)

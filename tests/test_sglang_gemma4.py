@@ -29,6 +29,7 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
 from kvplan.sources.catalog import find_in_catalog
+from conftest import engine_figures
 
 MI300X, B200 = find_gpu("mi300x"), find_gpu("b200")
 GEMMA4 = find_in_catalog("gemma-4-31b-it")
@@ -63,7 +64,7 @@ def test_gemma4_on_capability_10_is_triton_before_0_5_13_and_trtllm_mha_from_it(
 def test_the_hybrid_swa_pool_splits_by_the_ratio():
     st = _st(MI300X, "0.5.16", ["mem_fraction_static=0.8"])
     cap = capacity(GEMMA4, Deployment(1), 7_372_800_000, 9216, 1, st, BF16)
-    figures = {f.label: f.value for f in cap.lines}
+    figures = engine_figures(cap)
     # 7,372,800,000 // 737,280 = 10,000 full tokens; int(0.8 x 10,000) = 8,000 SWA tokens
     assert figures["cell per token"] == (81_920, 819_200, 0.8)
     assert figures["max_total_num_tokens"] == 10_000 and figures["SWA pool tokens"] == 8_000

@@ -21,6 +21,7 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
 from kvplan.sources.catalog import find_in_catalog
+from conftest import engine_figures
 
 GIB = 2**30
 CORPUS = Path(__file__).parent / "fixtures" / "logs" / "corpus"
@@ -32,7 +33,7 @@ def _cap(name, version, budget=BUDGET, context=262_144, tp=1, opts=()):
     model, dep = find_in_catalog(name), Deployment(tp, 1)
     st = engine.settings(model, find_gpu("h200-sxm"), dep, Request(context=context))
     cap = engine.capacity_at(model, dep, st, budget, context, BF16)
-    return cap, {f.label: f.value for f in cap.lines}
+    return cap, engine_figures(cap)
 
 
 def test_qwen35_27b_split_by_the_memory_ratio_0523():
@@ -140,7 +141,7 @@ def test_ktransformers_split_reproduces_its_slots():
     model, dep = find_in_catalog("qwen3.5-397b-a17b"), Deployment(2, 1)
     st = engine.settings(model, find_gpu("rtx-4090"), dep, Request(context=8192))
     cap = engine.capacity_at(model, dep, st, 16_884_940_800, 8192, BF16)
-    fig = {f.label: f.value for f in cap.lines}
+    fig = engine_figures(cap)
     assert fig["mamba_cache_per_req"] == 96_030_720
     assert fig["max_mamba_cache_size"] == 82 and cap.tokens == 580_364
 
@@ -172,7 +173,7 @@ def test_pp_prices_a_slot_on_the_heaviest_stage_from_0517():
         engine = resolve_engine("sglang", version)
         model, dep = find_in_catalog("qwen3-next-80b-a3b-thinking"), Deployment(2, 2)
         st = engine.settings(model, find_gpu("h100"), dep, Request(context=32768))
-        fig = {f.label: f.value for f in engine.capacity_at(model, dep, st, 40 * GIB, 32768, BF16).lines}
+        fig = engine_figures(engine.capacity_at(model, dep, st, 40 * GIB, 32768, BF16))
         assert fig["mamba_cache_per_req"] == per, version
 
 
@@ -182,7 +183,7 @@ def test_dp_attention_divides_the_servers_slots():
     engine = resolve_engine("sglang", "0.5.23", ["max_mamba_cache_size=800", "max_running_requests=64"])
     model, dep = find_in_catalog("qwen3.5-35b-a3b"), Deployment(1, 1, dp=8, ep=8)
     cap = engine.result(model, find_gpu("h200-sxm"), dep, Request(context=8192)).capacity
-    fig = {f.label: f.value for f in cap.lines}
+    fig = engine_figures(cap)
     assert fig["max_mamba_cache_size"] == 100 and cap.max_running == 8
 
 

@@ -81,10 +81,11 @@ def test_fit_judges_the_cut_by_the_length_it_emits():
 
 def test_a_state_pools_running_estimate_reads_the_servers_length():
     # Qwen3-Next-80B-A3B, SGLang 0.5.23, tp 8 on H100s, --max-mamba-cache-size 3500 with the radix cache off (one slot a
-    # request): kvplan's pool holds 1,094,738 tokens. SGLang's estimate is clamp(int(tokens / context_len x 512), 2048,
-    # 4096), then min(that, tokens // 2, slots // 1). At the 1,024 tokens fit serves without --max-model-len:
-    # 1,094,738 / 1,024 x 512 = 547,369 -> 4,096, so the 3,500 slots bind. Served at the model's 262,144
-    # (--max-model-len): int(1,094,738 / 262,144 x 512) = int(2,138.16) = 2,138 binds, though each request is 1,024.
+    # request): a pool of T tokens, the same at either length (sized before the estimate). SGLang's estimate is
+    # clamp(int(T / context_len x 512), 2048, 4096), then min(that, T // 2, slots // 1). At the 1,024 tokens fit
+    # serves without --max-model-len, any T over 8,192 clamps to 4,096, so the 3,500 slots bind. Served at the
+    # model's 262,144 (--max-model-len) the estimate is int(T / 262,144 x 512), which binds below 3,500 (T under
+    # 1,792,000 tokens: 262,144 x 3,500 / 512), though each request is 1,024.
     model = find_in_catalog("qwen3-next-80b-a3b")
     assert model.max_context == 262_144
     engine = resolve_engine("sglang", "0.5.23", ["max_mamba_cache_size=3500", "disable_radix_cache=true"])
@@ -94,5 +95,6 @@ def test_a_state_pools_running_estimate_reads_the_servers_length():
         return engine.result(spec, find_gpu("h100-sxm"), engine.deployment(Deployment(tp=8)),
                              read_request(spec, context=1024)).capacity
     short, long = capacity(0), capacity(262_144)
-    assert short.tokens == long.tokens == 1_094_738
-    assert short.max_running == 3_500 and long.max_running == 2_138
+    tokens = short.tokens
+    assert long.tokens == tokens and 8_192 < tokens < 262_144 * 3_500 // 512
+    assert short.max_running == 3_500 and long.max_running == max(2_048, int(tokens / 262_144 * 512)) < 3_500

@@ -13,12 +13,13 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
 from kvplan.sources.catalog import find_in_catalog
+from conftest import engine_figures
 
 
 def _cap(name: str, version: str):
     res = resolve_engine("sglang", version).result(find_in_catalog(name), find_gpu("h100"), Deployment(1, 1),
                                                    Request(context=8192))
-    return res.capacity, {f.label: f.value for f in res.capacity.lines}
+    return res.capacity, engine_figures(res)
 
 
 @pytest.mark.parametrize("version", ["0.5.3", "0.5.23"])

@@ -19,6 +19,7 @@ from kvplan.core.errors import KvplanError
 from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.plan import Request
 from kvplan.planning.speculative import SpecRequest, apply, parse
+from conftest import engine_figures
 
 runner = CliRunner()
 GIB = 2**30
@@ -94,7 +95,7 @@ def test_deepseek_v3_mtp_vllm_pool_one_more_mla_layer():
     req = Request(context=32768, kv_cache_memory_bytes=40 * GIB)
     base = eng.result(catalog("deepseek-v3"), h200, dep, req)
     spec = eng.result(apply(catalog("deepseek-v3"), SpecRequest("mtp")), h200, dep, req)
-    lines = {f.label: f.value for f in spec.capacity.lines}
+    lines = engine_figures(spec)
     assert lines["groups x layers per group"] == (1, 62)
     assert lines["bytes per block id"] == 64 * 62 * 576 * 2  # 4,571,136
     blocks = 40 * GIB // (64 * 62 * 576 * 2)  # 9,395
@@ -158,7 +159,7 @@ def test_draft_model_llama_70b_with_1b_draft():
     req = Request(context=8192, kv_cache_memory_bytes=20 * GIB)
     res = eng.result(both, find_gpu("h100"), Deployment(4, 1), req)
     plain = eng.result(target, find_gpu("h100"), Deployment(4, 1), req)
-    lines = {f.label: f.value for f in res.capacity.lines}
+    lines = engine_figures(res)
     assert res.plan.kv_bytes_per_token_per_gpu == 81_920 + 8_192
     assert lines["bytes per block id"] == 1_441_792
     assert res.capacity.blocks == 20 * GIB // 1_441_792 == 14_894
@@ -365,7 +366,7 @@ def test_vllm_mamba_states_keep_a_page_per_speculative_token():
     spec = catalog("qwen3-next-80b-a3b-thinking")
     plain = eng.result(spec, find_gpu("h200"), Deployment(1, 1), req).capacity
     mtp = eng.result(apply(spec, SpecRequest("mtp")), find_gpu("h200"), Deployment(1, 1), req).capacity
-    line = lambda cap, label: {f.label: f.value for f in cap.lines}[label]  # noqa: E731
+    line = lambda cap, label: engine_figures(cap)[label]  # noqa: E731
     assert line(plain, "groups x layers per group") == (4, 12) and line(mtp, "groups x layers per group") == (4, 13)
     full = -(-32768 // plain.block_size)  # the attention block is the same: one layer's page decides it
     assert plain.block_size == mtp.block_size

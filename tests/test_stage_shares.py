@@ -21,7 +21,12 @@ from kvplan.sources.catalog import find_in_catalog
 
 MAMBA, ATTN, MLP = 438_304_768, 150_994_944, 536_870_912
 TABLE = 131_072 * 8_192 * 2  # embedding, and the untied LM head: 2,147,483,648 B each
-NORMS = 7_430_656 * 2  # the 16-bit norms, spread by layer count (29/118 of them on a 29-layer stage)
+# the 16-bit parameters outside the linears and tables, spread by layer count (29/118 of them on a 29-layer stage),
+# from the config: a norm of 8,192 on each of the 118 blocks and a final one, 119 x 8,192 = 974,848; each of the 54
+# Mamba-2 layers ('M' in the pattern) its gated norm over 2 x 8,192 = 16,384, A_log, D and dt_bias (3 x 256 heads)
+# and conv1d over 16,384 + 2 x 8 groups x 256 = 20,480 channels, 4 taps + a bias each (conv_kernel 4,
+# use_conv_bias): 16,384 + 768 + 20,480 x 5 = 119,552, x 54 = 6,455,808. 974,848 + 6,455,808 = 7,430,656
+SMALL = 7_430_656 * 2
 
 
 def _stages(pp: int) -> list[int]:
@@ -30,13 +35,13 @@ def _stages(pp: int) -> list[int]:
 
 def test_each_stage_weighs_its_own_blocks_at_pp_4():
     first, second, third, last = _stages(4)
-    # (14 x 438,304,768 + 2 x 150,994,944 + 13 x 536,870,912) x 2 B = 26,835,156,992, + the embedding, + norms
-    assert first == (14 * MAMBA + 2 * ATTN + 13 * MLP) * 2 + TABLE + NORMS * 29 // 118 == 28_986_292_996
-    assert second == (13 * MAMBA + 3 * ATTN + 14 * MLP) * 2 + NORMS * 30 // 118 == 27_338_057_467
-    assert third == (14 * MAMBA + 3 * ATTN + 13 * MLP) * 2 + NORMS * 30 // 118 == 27_140_925_179
+    # (14 x 438,304,768 + 2 x 150,994,944 + 13 x 536,870,912) x 2 B = 26,835,156,992, + the embedding, + SMALL's share
+    assert first == (14 * MAMBA + 2 * ATTN + 13 * MLP) * 2 + TABLE + SMALL * 29 // 118 == 28_986_292_996
+    assert second == (13 * MAMBA + 3 * ATTN + 14 * MLP) * 2 + SMALL * 30 // 118 == 27_338_057_467
+    assert third == (14 * MAMBA + 3 * ATTN + 13 * MLP) * 2 + SMALL * 30 // 118 == 27_140_925_179
     # the last stage: 13,516,144,640 parameters x 2 B + the LM head: the heaviest GPU, 29,183,425,284 B; by layer
     # count (29/118 of 108,338,872,320 B) it was 28,776,791,066, 406,634,218 B (388 MiB) light
-    assert last == (13 * MAMBA + 2 * ATTN + 14 * MLP) * 2 + TABLE + NORMS * 29 // 118 == 29_183_425_284
+    assert last == (13 * MAMBA + 2 * ATTN + 14 * MLP) * 2 + TABLE + SMALL * 29 // 118 == 29_183_425_284
 
 
 def test_the_shares_at_pp_2():
@@ -44,7 +49,7 @@ def test_the_shares_at_pp_2():
     (mix0, dense0, moe0), (mix1, dense1, _) = stage_mixes(find_in_catalog("nemotron-h-56b"), 2)
     assert mix0 == mix1 == 0.5 and dense0 == dense1 == 0.5 and moe0 == 0.0
     first, last = _stages(2)
-    assert first == last == (27 * MAMBA + 5 * ATTN + 27 * MLP) * 2 + TABLE + NORMS // 2
+    assert first == last == (27 * MAMBA + 5 * ATTN + 27 * MLP) * 2 + TABLE + SMALL // 2
 
 
 def test_a_model_of_like_layers_keeps_the_count_share():

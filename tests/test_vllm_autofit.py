@@ -21,6 +21,7 @@ from kvplan.engines.vllm.pool import cache_specs
 from kvplan.hardware.gpus import find_gpu
 from kvplan.model.layers import Kind
 from kvplan.planning.plan import Request
+from conftest import engine_figures
 
 GIB = 2**30
 BF16 = KV_DTYPES["bf16"]
@@ -80,7 +81,7 @@ def test_gpt_oss_hybrid_first_group_only_before_0_19():
     m, st, fit17 = _fit("gpt-oss-120b", "0.17.0", [budget])
     assert (fit17.tokens, fit17.reduced, fit17.first_group) == (131072, False, "sliding")
     cap = vllm.capacity(m, Deployment(), budget, 4096, 1, st, BF16, BF16)
-    assert {f.label: f.value for f in cap.lines}[LABEL] == 131072
+    assert engine_figures(cap)[LABEL] == 131072
     assert any("first kv-cache group (sliding) only: the pool holds 0.84 of one 131,072-token" in n
                for n in cap.notes)
 
@@ -126,7 +127,7 @@ def test_cli_row_json_and_emit(kvplan_home):
     args = ["fit", "gpt-oss-120b", "--gpu", "h100-sxm", "--gpus", "1", "--engine", "vllm", "--kv-cache-memory", "4GiB"]
     r = runner.invoke(app, [*args, "--engine-version", "0.19.1", "--json"])
     assert r.exit_code == 0, r.output
-    figs = {f["label"]: f["value"] for f in _engine(json.loads(r.stdout))["figures"]}
+    figs = engine_figures(_engine(json.loads(r.stdout)))
     assert figs[LABEL] == 108160
     r = runner.invoke(app, [*args, "--engine-version", "0.17.0"])
     assert r.exit_code == 0, r.output

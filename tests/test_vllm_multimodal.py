@@ -16,6 +16,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from kvplan.cli import app
+from conftest import engine_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 MISTRAL3 = ROOT / "tests" / "fixtures" / "families" / "mistral-small-3.1-24b.json"
@@ -32,21 +33,17 @@ def fit(path: Path, *extra: str):
     return r, out["plans"][out["recommended"]]
 
 
-def figures(out) -> dict:
-    return {f["label"]: f["value"] for f in out["engine"]["figures"]}
-
-
 def test_limit_zero_drops_the_pixtral_tower_and_its_encoder_profile(kvplan_home):
     _, full = fit(MISTRAL3)
     _, text = fit(MISTRAL3, "--engine-opt", "limit_mm_per_prompt=0")
     # tower + projector 438,958,080 parameters x 2 B (bf16) = 877,916,160 B not loaded
     assert full["weight_bytes"] - text["weight_bytes"] == 877_916_160
     # encoder profile: 8,192 tokens x 5,120 (text hidden) x 2 B = 83,886,080 B, gone with the tower
-    assert figures(full)["encoder profile (dummy image outputs)"] == 83_886_080
-    assert figures(text)["encoder profile (dummy image outputs)"] == 0
+    assert engine_figures(full)["encoder profile (dummy image outputs)"] == 83_886_080
+    assert engine_figures(text)["encoder profile (dummy image outputs)"] == 0
     assert full["overhead_bytes_per_gpu"] - text["overhead_bytes_per_gpu"] == 83_886_080
-    assert figures(full)["vision tower weights (whole model)"] == 877_916_160
-    assert figures(text)["limit_mm_per_prompt (images)"] == 0
+    assert engine_figures(full)["vision tower weights (whole model)"] == 877_916_160
+    assert engine_figures(text)["limit_mm_per_prompt (images)"] == 0
 
 
 def test_limit_above_zero_keeps_the_tower_and_is_emitted(kvplan_home):
@@ -71,12 +68,12 @@ def test_processor_cache_is_host_memory_printed_and_emitted(kvplan_home):
     # and engine core process"): 6 GiB = 6 x 2^30 = 6,442,450,944 B per process, and not one GPU byte moves
     _, base = fit(MISTRAL3)
     _, six = fit(MISTRAL3, "--engine-opt", "mm_processor_cache_gb=6")
-    assert figures(six)["mm processor cache (host RAM per process)"] == 6_442_450_944
-    assert figures(base)["mm processor cache (host RAM per process)"] == 4 * 2**30  # vLLM's default, 4 GiB
+    assert engine_figures(six)["mm processor cache (host RAM per process)"] == 6_442_450_944
+    assert engine_figures(base)["mm processor cache (host RAM per process)"] == 4 * 2**30  # vLLM's default, 4 GiB
     assert six["kv_memory_bytes_per_gpu"] == base["kv_memory_bytes_per_gpu"]
     # the GPU encoder cache is max(max_num_batched_tokens, one item's tokens) of encoder outputs (config/scheduler.py:
     # "not currently configurable"), the room the encoder profile reserves: 8,192 tokens
-    assert figures(six)["encoder cache (GPU) = max(max_num_batched_tokens, one item's tokens)"] == 8192
+    assert engine_figures(six)["encoder cache (GPU) = max(max_num_batched_tokens, one item's tokens)"] == 8192
     r = CliRunner().invoke(app, ["fit", str(MISTRAL3), *ARGS, "--engine-opt", "mm_processor_cache_gb=6",
                                  "--emit", "vllm"])
     command = shlex.split(r.stdout.strip().splitlines()[-1])
@@ -112,7 +109,7 @@ def test_encoder_cache_is_at_least_one_item(kvplan_home):
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
-    f = figures(out["plans"][out["recommended"]])
+    f = engine_figures(out["plans"][out["recommended"]])
     assert f["encoder cache (GPU) = max(max_num_batched_tokens, one item's tokens)"] == 256
     assert f["encoder profile (dummy image outputs)"] == 2_752_512
 
@@ -146,9 +143,9 @@ def test_limit_zero_restates_the_towers_note_as_skipped_not_counted(kvplan_home)
     for limit in (None, "2"):  # unset, or any limit of one or more: built and counted
         r, out = fit(MISTRAL3, *(("--engine-opt", f"limit_mm_per_prompt={limit}") if limit else ()))
         assert tower_note(r).endswith("are counted in the weights")
-        assert figures(out)["vision tower weights (whole model)"] == 877_916_160
+        assert engine_figures(out)["vision tower weights (whole model)"] == 877_916_160
     r, out = fit(MISTRAL3, "--engine-opt", "limit_mm_per_prompt=0")
     note = tower_note(r)
     assert "counted in the weights" not in note
     assert "are skipped: vLLM does not build the tower under limit_mm_per_prompt 0" in note
-    assert figures(out)["vision tower weights (whole model)"] == 0
+    assert engine_figures(out)["vision tower weights (whole model)"] == 0

@@ -40,7 +40,7 @@ from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, locks
                                       mixed_chunk, model_limits, poll_wait_steps, prefill_first_release,
                                       resident_context, runs_waves, whole_prompt_budget, worker_chunk)
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
-from kvplan.engines.vllm.defaults import llm_class_defaults
+from kvplan.engines.vllm.defaults import LLM_CLASS
 from kvplan.engines.vllm.v0_chunked import server_sized
 from kvplan.model.layers import Kind
 from kvplan.model.recurrent import recurrent_states
@@ -227,13 +227,12 @@ def sized(case, spec, gpu) -> Running | None:
     context = max(1, int(resident_context(case.engine, case.version, load.isl, load.osl, policy,
                                           load.out_cv2 if load.drawn else None)))
     try:
-        engine, _ = configure(case.engine, case.version, opts, util)
+        engine, _ = configure(case.engine, case.version, opts, util, usage_context=usage_context(case))
         dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, dp=ranks, ep=case.ep))
         spec = at_server_length(case, spec, engine)  # SGLang's context_len: the server's, not the request's
         req = read_request(spec, context=context, kv_dtype=case.kv_dtype or "auto",
                            weight_dtype=weight_dtype_of(case.weight_dtype))
         st = engine.settings(spec, gpu, dep, req)  # its engine: V1, or V0 by release or fallback (vllm.v0_fallback)
-        engine, st = llm_class_settings(case, engine, st, opts, util, (spec, gpu, dep, req))  # an LLM-class tool
         if server_sized(case.engine, case.version, getattr(st, "v1", None)):  # V0's step budget: the server's length
             served = spec.max_model_len or served_length(case, spec)
             spec = replace(spec, max_model_len=int(served))
@@ -292,20 +291,11 @@ def per_rank(case) -> bool:
     return case.dp > 1 and attention_dp(case) and case.engine in PER_RANK_LIMIT
 
 
-def llm_class_settings(case, engine, st, opts: dict, util, args: tuple):
-    """(engine, settings) for a vLLM V1 run of an LLM-class tool (LLM_CLASS_TOOLS): configured again with the step
-    tokens and sequences of its usage context that the run does not state (kvplan.engines.vllm.defaults
-    .llm_class_defaults); `engine` and `st` as given otherwise: a V0 run reads no usage context
-    (kvplan.engines.vllm.v0_chunked), nor does a release before 0.10.0 here. `args`: settings' (spec, gpu, dep, req)."""
-    if case.harness not in LLM_CLASS_TOOLS.get(case.engine, ()) or not getattr(st, "v1", False):
-        return engine, st
-    got = llm_class_defaults(st.v, args[1])
-    keys = ("max_num_batched_tokens", "max_num_seqs")
-    offline = {k: x for k, x in zip(keys, got or ()) if opts.get(k) is None}
-    if not offline:
-        return engine, st
-    engine, _ = configure(case.engine, case.version, {**opts, **offline}, util)
-    return engine, engine.settings(*args)
+def usage_context(case) -> str | None:
+    """vLLM's usage context for a run of an LLM-class tool (LLM_CLASS_TOOLS), whose V1 step tokens and sequences the
+    run does not state are its own (kvplan.engines.vllm.defaults.llm_class_defaults; a V0 run reads none:
+    kvplan.engines.vllm.v0_chunked, nor a release before 0.10.0 here); None for any other tool (`vllm serve`'s)."""
+    return LLM_CLASS if case.harness in LLM_CLASS_TOOLS.get(case.engine, ()) else None
 
 
 def harness_limits(case, spec, gpu, tp: int | None = None) -> tuple[int, int] | None:

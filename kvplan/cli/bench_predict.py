@@ -224,11 +224,9 @@ def _through_front_end(fe, chosen, r: Resolved, s, reqs: list, cfg, notes: list)
 
 
 def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list]:
-    """(kvplan's metrics for the run's load on the resolved deployment, the simulator's model, notes)."""
+    """(kvplan's metrics for the run's load on the resolved deployment, the simulator's model, notes); `r` is
+    resolve's for the run, which refuses a run without the lengths it needs (with any other input missing)."""
     s = run.settings
-    if not _has_lengths(run):  # resolve refuses it first, with any other input missing
-        raise KvplanError(f"{run.label}: the file states no input and output lengths; pass --input-len and "
-                          "--output-len", EXIT_USAGE)
     sim, notes, (chosen, result, spec), speed_set = _sim(r, hw_profiles)
     held = scheduler_limits(chosen, result, s.max_batch or None, s.max_tokens or None)  # simulate's own choice
     cfg = held.config()  # the engine's own admission rule too, as simulate takes it

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kvplan.cli._common import table as make_table
+from kvplan.report.text import layer_span
 
 
 def _bytes(n: int | None) -> str:
@@ -20,7 +21,7 @@ def render_ranks(console, record: dict) -> None:
         tag = f"rank{r['rank']}"
         ok = all(c["ok"] for name, c in checks.items() if name.startswith(tag + " "))
         ok = ok and r["tokens_match"] and r["matches_single_process"]
-        table.add_row(str(r["rank"]), f"{r['layers'][0]}-{r['layers'][1] - 1}",
+        table.add_row(str(r["rank"]), layer_span(r["layers"]),
                       _bytes(r["measured_kv_bytes"]), _bytes(r["predicted_kv_bytes"]),
                       _bytes(r["measured_weights_bytes"]), _bytes(r.get("planner_weights_bytes")),
                       "[green]ok[/]" if ok else "[red]FAIL[/]")

@@ -136,9 +136,10 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
             c = Candidate(gpu.key, dep, p, price, why is None, why, step_seconds=step)
             (fails if why else meets).append(c)
             if why and p.max_concurrency < concurrency:
-                r = replicated(c, model, gpu, req, concurrency, (max_replicas, max_gpus), engine.plan,
+                r = replicated(c, model, gpu, req, concurrency, engine.plan,
                                lambda q, each: _why(q, each, min_tokens_per_second, model.max_context,
-                                                    calibrated_step(q, model, gpu, engine)))
+                                                    calibrated_step(q, model, gpu, engine)),
+                               max_replicas=max_replicas, max_gpus=max_gpus)
                 if r is not None:  # its figures are one replica's at its own batch, as the verdict was made
                     r = replace(r, step_seconds=calibrated_step(r.plan, model, gpu, engine))
                     (meets if r.meets else fails).append(r)

@@ -38,11 +38,11 @@ def replicas_needed(target: int, per_replica: int) -> int | None:
     return cdiv(target, per_replica)
 
 
-def replicated(candidate, model, gpu, req, concurrency: int, limits: tuple, plan_fn, why_fn):
-    """The candidate reached by replicas, or None: R copies, each planned at ceil(target / R); `limits` is
-    (max_replicas, max_gpus): R at most max_replicas, and R x the deployment's GPUs at most max_gpus (None: any), as
-    `workload_copies` caps them (an answer of 5 x tp 4 asked for 4 GPUs at most was 20)."""
-    max_replicas, max_gpus = limits
+def replicated(candidate, model, gpu, req, concurrency: int, plan_fn, why_fn, *, max_replicas: int,
+               max_gpus: int | None):
+    """The candidate reached by replicas, or None: R copies, each planned at ceil(target / R); R at most
+    `max_replicas`, and R x the deployment's GPUs at most `max_gpus` (None: any), as `workload_copies` caps them (an
+    answer of 5 x tp 4 asked for 4 GPUs at most was 20)."""
     p = candidate.plan
     if p is None or max_replicas < 2 or p.request.context > model.max_context:
         return None

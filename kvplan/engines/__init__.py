@@ -35,11 +35,13 @@ def resolve_engine(name: str | None = None, version: str | None = None, opt_item
 
 def configure(engine: str | None = None, engine_version: str | None = None, engine_opts=(),
               gpu_memory_utilization: float | str | None = None, block_size: int | None = None, *,
-              emit: str | None = None):
+              emit: str | None = None, usage_context: str | None = None):
     """(the engine a person's inputs ask for, the utilisation given or None), each input checked before
     any work: the engine-neutral planner without `engine`. `engine_opts` is {key: value} or
     ['key=value', ...]; `emit` (fit's --emit) names an engine whose serve command is wanted, and implies it.
-    The CLI's flags and the Python API's keywords both come here (kvplan.cli._common, kvplan.api)."""
+    The CLI's flags and the Python API's keywords both come here (kvplan.cli._common, kvplan.api). `usage_context`
+    (no flag): the client a benchmark ran vLLM under, where its defaults are not `vllm serve`'s (kvplan.bench.running:
+    kvplan.engines.vllm.defaults.LLM_CLASS)."""
     if block_size is not None and not 1 <= block_size <= 4096:
         raise out_of_range("block_size", block_size, 1, 4096)
     gmu = None if gpu_memory_utilization is None else parse_fraction(gpu_memory_utilization,
@@ -47,6 +49,8 @@ def configure(engine: str | None = None, engine_version: str | None = None, engi
     items = [f"{k}={v}" for k, v in engine_opts.items()] if isinstance(engine_opts, Mapping) else list(engine_opts)
     check_repeats(items)
     explicit = {"gpu_memory_utilization": gmu, "block_size": block_size}
+    if usage_context is not None:
+        explicit["usage_context"] = usage_context
     if engine is None and emit is None:
         if engine_version or items:
             raise KvplanError(f"{arg('engine_version')} and {arg('engine_opts')} need {arg('engine')}", EXIT_USAGE,

@@ -10,29 +10,27 @@ from kvplan.hardware.facts import unified
 from kvplan.planning.plan import PlanWarning
 
 
-def parse_engine_opts(items) -> dict[str, str]:
-    """['max_num_batched_tokens=4096', 'kv_unified=true'] -> dict; a one-line error on a malformed item."""
+def parse_engine_opts(items, *, once: bool = False) -> dict[str, str]:
+    """['max_num_batched_tokens=4096', 'kv_unified=true'] -> dict; a one-line error on a malformed item. A key given
+    twice keeps the last; with `once` (a person's items: check_repeats) one given twice with two values is refused."""
     out: dict[str, str] = {}
     for item in items or ():
         if "=" not in item:
             raise KvplanError(f"{arg('engine_opts')} expects KEY=VALUE, got {item!r}", EXIT_USAGE,
                               param="engine_opts", value=item)
         k, v = item.split("=", 1)
-        out[k.strip().replace("-", "_")] = v.strip()
+        k, v = k.strip().replace("-", "_"), v.strip()
+        if once and out.setdefault(k, v) != v:
+            raise _bad_opt(k, v, f"is given twice, {out[k]!r} and {v!r}: give one")
+        out[k] = v
     return out
 
 
 def check_repeats(items) -> None:
-    """A person's --engine-opt items: a KEY given twice with two values is refused in one line (parse_engine_opts
-    keeps the last, so `os_memory=10GiB os_memory=20GiB` planned 20 GiB unsaid); the same value twice is one."""
-    seen: dict[str, str] = {}
-    for item in items:
-        if "=" not in item:
-            continue  # parse_engine_opts refuses it
-        k, v = (s.strip() for s in item.split("=", 1))
-        k = k.replace("-", "_")
-        if seen.setdefault(k, v) != v:
-            raise _bad_opt(k, v, f"is given twice, {seen[k]!r} and {v!r}: give one")
+    """A person's --engine-opt items: a KEY given twice with two values is refused in one line (else the last is
+    kept, so `os_memory=10GiB os_memory=20GiB` planned 20 GiB unsaid); the same value twice is one. A malformed item
+    is left to the parse proper (resolve_engine), after configure's other checks."""
+    parse_engine_opts([item for item in items if "=" in item], once=True)
 
 
 def _bad_opt(key: str, value, problem: str, allowed=None) -> KvplanError:

@@ -66,7 +66,7 @@ def vllm_placement(tp: int, dp: int) -> Placement:
 
 
 def rank_weights(wb: WeightBytes, model: ModelSpec, first: bool, last: bool, frac: float, place: Placement,
-                 touched: float, kv_extra: int = 0, mix: tuple[float, float] | None = None) -> tuple[int, int]:
+                 touched: float, kv_extra: int = 0, mix: tuple[float, float, float] | None = None) -> tuple[int, int]:
     """(resident bytes, bytes read per decode step) of one pipeline stage on one rank.
 
     `touched`: the distinct experts one decode step reads per MoE layer, for the tokens of the

@@ -7,22 +7,24 @@ first rank, the LM head on the last, kvplan.planning.layout.rank_weights). A hyb
 Nemotron-H-56B's Mamba-2 mixer is 438,304,768 parameters, an attention layer's 150,994,944, an MLP block's
 536,870,912 and the MLP block has no mixer, so a stage's weights are its own layers' tensors, not its share of the
 layer count. Mixer parameters: an attention layer's q / k / v / o from its heads (q twice as wide where it also
-gives an output gate), the rest of the model's mixer count spread evenly over its recurrent layers where they are
-all alike; MLP and MoE blocks placed by kvplan.readers.mlp_layout.ffn_kinds. Where the layers do not add up to
-the model's counts (a family whose shapes kvplan does not read apart), the shares are the layer count's.
+gives an output gate: kvplan.readers.block_scales.mixer_params, the tensors its block scales are counted over), the
+rest of the model's mixer count spread evenly over its recurrent layers where they are all alike; MLP and MoE blocks
+placed by kvplan.readers.mlp_layout.ffn_kinds. Where the layers do not add up to the model's counts (a family whose
+shapes kvplan does not read apart), the shares are the layer count's.
 """
 
 from __future__ import annotations
 
 from kvplan.model.layers import Kind
 from kvplan.planning.deploy import split_layers
+from kvplan.readers.block_scales import mixer_params
 from kvplan.readers.mlp_layout import ffn_kinds
 
 
 def layer_mixers(model) -> list[int] | None:
     """Each layer's mixer (attention or recurrent) linear parameters, or None where they do not add up to the
     model's attention count (the layer count's shares then stand)."""
-    h, heads, out, recurrent = model.hidden_size, model.num_attention_heads, [], []
+    out, recurrent = [], []
     for layer in model.layers:
         if layer.kind == Kind.NONE:
             out.append(0)
@@ -30,10 +32,10 @@ def layer_mixers(model) -> list[int] | None:
             out.append(0)
             recurrent.append(layer)
         elif layer.kind in (Kind.FULL, Kind.SLIDING, Kind.CHUNKED) and getattr(layer, "head_dim", 0):
-            d = layer.head_dim
-            v = getattr(layer, "v_head_dim", 0) or d
-            q = heads * d * (2 if getattr(layer, "output_gate", False) else 1)
-            out.append(h * (q + layer.num_kv_heads * (d + v)) + heads * v * h)
+            n = mixer_params(model, layer)  # q / k / v / o from its heads, as the block-scale reader sums them
+            if n is None:
+                return None
+            out.append(n)
         else:
             return None
     left = model.params.attention - sum(out)
@@ -46,8 +48,11 @@ def layer_mixers(model) -> list[int] | None:
 
 
 def stage_mixes(model, pp: int) -> list[tuple[float, float, float] | None]:
-    """Per stage (its share of the mixers, of the dense-MLP layers, of the MoE layers), or None where every layer
-    is alike (rank_weights then takes the layer count's share for each)."""
+    """Per stage (its share of the mixers, of the dense-MLP layers, of the MoE layers), each counted from its own
+    layers wherever the reader places them: a model whose layers are all alike gets the layer count's shares here
+    too (Llama-3.1-8B at pp 4: (0.25, 0.25, 0.0) a stage). A mixer share is the layer count's where the mixers are
+    alike or not read (layer_mixers), an MLP / MoE share where ffn_kinds does not place the blocks; None for every
+    stage where neither is read, and [None] for one stage (kvplan.planning.layout.rank_weights: the count's)."""
     ranges = split_layers(model.num_layers, pp)
     if pp == 1:
         return [None]

@@ -96,6 +96,12 @@ def _mixer(spec: ModelSpec, layer) -> list[_Tensor] | None:
     return None
 
 
+def mixer_params(spec: ModelSpec, layer) -> int | None:
+    """One layer's mixer linear parameters, summed over the tensors `_mixer` reads for it; None where it reads none."""
+    got = _mixer(spec, layer)
+    return None if got is None else sum(n * k for _, n, k, _ in got)
+
+
 def _mlp(spec: ModelSpec, width: int, name: str, part: str) -> list[_Tensor]:
     """An MLP of intermediate `width`: gate_up merged (the engines' one tensor) and down, or up and down ungated."""
     h = spec.hidden_size

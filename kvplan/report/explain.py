@@ -19,7 +19,7 @@ from kvplan.planning.layout import layout_text
 from kvplan.planning.plan import Plan
 from kvplan.core.units import gib, human_bytes, plural
 from kvplan.planning.speculative import explain_line
-from kvplan.report.text import run_dtype
+from kvplan.report.text import layer_span, run_dtype
 
 
 def _tokens_text(spec, S: int, held: int) -> str:
@@ -104,7 +104,8 @@ def _staged_concurrency(plan: Plan, S: int) -> list[str]:
     would understate the answer (DeepSeek-V3 at pp 2: the 31-layer stage has more room than the 30-layer one)."""
     per = [(s.layers, s.kv_memory_bytes, s.profile.sequence_bytes(S)) for s in plan.stages]
     held = [max(0, kv) // seq for _, kv, seq in per if seq]
-    terms = [f"layers {a}-{b - 1}: floor({kv:,} / {seq:,}) = {max(0, kv) // seq:,}" for (a, b), kv, seq in per if seq]
+    terms = [f"layers {layer_span(span)}: floor({kv:,} / {seq:,}) = {max(0, kv) // seq:,}" for span, kv, seq in per
+             if seq]
     dp = plan.deployment.dp
     each = f"{dp} dp ranks, each its own requests × " if dp > 1 else ""
     fewest = min(held) * dp
@@ -124,9 +125,8 @@ def _shown(plan: Plan) -> tuple:
     if len(plan.stages) <= 1 or stage is None:
         return (plan.stages[0].profile, plan.kv_bytes_per_sequence_per_gpu, plan.kv_memory_bytes_per_gpu,
                 plan.weight_bytes_per_gpu, "")
-    first, end = stage.layers
     return (stage.profile, stage.profile.sequence_bytes(plan.request.context), plan.binding_kv_memory_bytes,
-            plan.binding_weight_bytes, f" of layers {first}-{end - 1}")
+            plan.binding_weight_bytes, f" of layers {layer_span(stage.layers)}")
 
 
 def explain_lines(plan: Plan, model, gpu=None) -> list[str]:

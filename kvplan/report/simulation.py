@@ -15,6 +15,7 @@ import html
 from kvplan.core.units import plural
 from kvplan.report.html import safe_json
 from kvplan.report.html_assets import page_head
+from kvplan.report.text import layer_span
 from kvplan.simulator.results import SERIES_COLUMNS
 
 GIB = 2**30
@@ -195,7 +196,7 @@ def pool_stage(plan) -> str:
     binding stage, beside a state pool the one whose cell sized the token pool, as kvplan.simulator.adapter reads
     it), as "layers a-b"; "" with one stage."""
     stage = plan.token_pool_stage
-    return f"layers {stage.layers[0]}-{stage.layers[1] - 1}" if len(plan.stages) > 1 and stage is not None else ""
+    return f"layers {layer_span(stage.layers)}" if len(plan.stages) > 1 and stage is not None else ""
 
 
 def _label(key: str) -> str:

@@ -269,8 +269,14 @@ def _stage_cell(p: Plan) -> str:
     stage, cell = p.binding_stage, p.token_pool_stage
     if stage is None or len(p.stages) <= 1:
         return "all layers"
-    pool = f" (token pool: {cell.layers[0]}-{cell.layers[1] - 1})" if cell is not stage else ""
-    return f"layers {stage.layers[0]}-{stage.layers[1] - 1}{pool}"
+    pool = f" (token pool: {layer_span(cell.layers)})" if cell is not stage else ""
+    return f"layers {layer_span(stage.layers)}{pool}"
+
+
+def layer_span(layers) -> str:
+    """A stage's or rank's layers, held as the half-open (first, end), as the tables and notes print them: "31-60"."""
+    first, end = layers
+    return f"{first}-{end - 1}"
 
 
 def _packed(width: int, parts: list[str]) -> str:

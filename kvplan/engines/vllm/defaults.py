@@ -88,6 +88,7 @@ def batch_defaults(v: tuple[int, ...], gpu, context: int, v1: bool | None = None
     return (8192, 1024) if big else (2048, 256)
 
 
+LLM_CLASS = "llm_class"  # the usage context (an engine's `explicit`, no flag) of a run under the offline LLM class
 LLM_CLASS_FROM = (0, 10, 0)  # the first release whose LLM-class defaults kvplan read (wheels 0.10.0 ... 0.33.0)
 
 
@@ -114,7 +115,8 @@ def _kv_flag(req, model) -> str | None:
 
 
 def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Settings:
-    """vLLM's defaults for this GPU and release (`vllm serve`), overridden by flags and --engine-opt."""
+    """vLLM's defaults for this GPU and release (`vllm serve`, or on V1 the offline LLM class's step tokens and
+    sequences where `explicit` names its usage context: llm_class_defaults), overridden by flags and --engine-opt."""
     opts = dict(opts or {})
     explicit = explicit or {}
     check_opts("vllm", opts, OPTS)
@@ -134,6 +136,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     asked = opt_bool(opts, "enable_chunked_prefill", False) if "enable_chunked_prefill" in opts else None
     chunk, chunk_note = chunk_budget(v, model, gpu, engine_length(model, req), getattr(req, "lora", None), asked,
                                      not v1)
+    if v1 and explicit.get("usage_context") == LLM_CLASS:  # the offline LLM class's own, under what a run states
+        opts = {**dict(zip(("max_num_batched_tokens", "max_num_seqs"), llm_class_defaults(v, gpu) or ())), **opts}
     mnbt = opt_int(opts, "max_num_batched_tokens", chunk or mnbt)  # V0's own chunked prefill (vllm.v0_chunked)
     # from v0.10.1 the default max_num_seqs is capped by max_num_batched_tokens (arg_utils v0.10.1 L1711)
     seqs = opt_int(opts, "max_num_seqs", min(seqs, mnbt) if v >= (0, 10, 1) else seqs)

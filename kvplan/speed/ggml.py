@@ -56,10 +56,12 @@ written by K.Q, 4 read and 4 written by the softmax, 4 read and 2 written by the
 all (SCORE_BYTES; the mask, one row per token for all heads, left out). Every query of a micro-batch scores every cached
 cell of the view, its own micro-batch's later tokens too (masked after the product), so a micro-batch of q tokens of
 one sequence forms q x (q - 1) / 2 pairs past the causal ones the attention term counts (kvplan.speed.terms.features
-adds them to the scores, not to the FLOPs). llama-bench ran without it unless `-fa 1` was given until llama.cpp#15434
-made FlashAttention the default (`llama: use FA + max. GPU layers by default`, merged 2025-08-30: `flash_attn` { false }
-in llama-bench's `cmd_params_defaults` before it, LLAMA_FLASH_ATTN_TYPE_AUTO at ggml-org/llama.cpp@0104b151
-tools/llama-bench/llama-bench.cpp); a run that states `fa` (or `flash_attn`) is read as stated (`materializes_scores`).
+adds them to the scores, not to the FLOPs). llama-bench's `cmd_params_defaults` had `flash_attn` { false } and has
+LLAMA_FLASH_ATTN_TYPE_AUTO at ggml-org/llama.cpp@0104b151 tools/llama-bench/llama-bench.cpp; kvplan dates the switch
+at llama.cpp#15434 (`llama: use FA + max. GPU layers by default`, merged 2025-08-30), an assumption: llama-bench's own
+commit for it was not read (of the training runs, only llama.cpp#15802's of 2025-09-05, pp512 at micro-batches of 1-8
+tokens, falls where the two could differ). A run that states `fa` (or `flash_attn`) is read as stated
+(`materializes_scores`).
 
 `paths(...)` gives a Shape's `paths`: ((first tokens per step, FLOP/s, extra bytes per step), ...), ascending;
 a step of n tokens takes the last entry whose first is <= n (kvplan.speed.terms.path_at). A rate the profile

@@ -28,14 +28,14 @@ from kvplan.speed.eras import fitted_with, own_terms, unused_terms
 from kvplan.speed.frontend import ingress_queue, ingress_rate, native_chat
 from kvplan.speed.load import combos, decode_context, value
 from kvplan.speed.mlaform import as_run
-from kvplan.speed.model import decode_features, nccl_only, prefill_features, priced
+from kvplan.speed.model import decode_features, gemm_kernels, nccl_only, prefill_features, priced
 from kvplan.speed.recency import weights as recency_weights
 from kvplan.speed.robust import robust
 from kvplan.speed.compute_dtype import read_flops
 from kvplan.speed.shape import shape_for, weight_dtype_of
 from kvplan.speed.compute_dtype import stated_dtype
 from kvplan.speed.ssm_dtype import as_stated, in_dtype
-from kvplan.speed.ggml import MMVQ_MAX
+from kvplan.speed.ggml import MMVQ_MAX, materializes_scores, score_bytes_per_flop
 from kvplan.speed.terms import TERMS, Shape, bound, path_at, roofline_of
 
 PASSES = 3  # the fit's Gauss-Newton re-linearisations (each at the previous coefficients' settled load)
@@ -108,6 +108,9 @@ class Built:
             self.shape = replace(self.shape, oneshot_latency_s=0.0, oneshot_max_bytes=0, allreduce=())
         if fp8_context_fmha(case) and gpu.dense_flops.get("fp8") and gpu.fp8 is not False:  # FP8 context attention
             self.shape = replace(self.shape, prefill_attn_rate=read_flops(gpu, "fp8"))
+        if gemm_kernels(case.engine) == "ggml" and materializes_scores(case.flags, case.date):  # no FlashAttention
+            self.shape = replace(self.shape, score_bytes_per_flop=score_bytes_per_flop(spec, case.tp,
+                                                                                         s.attn_flops_per_pair))
         if own_moe_kernel(case):  # TensorRT-LLM-gen's, triton_kernels': not the kernel the set's `grouped` t0 fits
             self.shape = replace(self.shape, grouped_shortfall=False)
         room = gpu.memory_usable_bytes * 0.9 - (s.dense_bytes + s.expert_bytes) / case.pp - OVERHEAD_BYTES

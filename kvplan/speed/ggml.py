@@ -46,6 +46,23 @@ FP16-accumulate headline (`fp16_accumulates_fp16`) and its `bf16` the FP32-accum
 unless the graph asked F32 (ggml-org/ggml@475e0122 src/ggml-cuda/fattn-wmma-f16.cu:16-86): such builds are priced
 as the same split, an assumption.
 
+Without FlashAttention (`score_bytes_per_flop`): llama.cpp's graph materializes each layer's scores, `kq =
+ggml_mul_mat(k, q)` in F32 ([n_kv, n_tokens, n_head]), `ggml_soft_max_ext(kq, mask, ...)`, then `ggml_mul_mat(v, kq)`
+(ggml-org/llama.cpp@00395eb285c7c6821ff372e3ca41dae9da33c2c7 src/llama-graph.cpp `build_attn_mha`, its `else` of
+`use_flash_attn`), and the CUDA/HIP backend runs both products as batched cuBLAS GEMMs, converting the F32 scores to
+F16 first ("general KQ + KQV multi-batch without FlashAttention", ggml-org/ggml@c1afe76e src/ggml-cuda/ggml-cuda.cu:2052
+-2055; the conversion of src1, :1857-1870; F32 output where the graph asks GGML_PREC_F32, :1895-1901): per score 4 bytes
+written by K.Q, 4 read and 4 written by the softmax, 4 read and 2 written by the conversion, 2 read by V.softmax, 20 in
+all (SCORE_BYTES; the mask, one row per token for all heads, left out). Every query of a micro-batch scores every cached
+cell of the view, its own micro-batch's later tokens too (masked after the product), so a micro-batch of q tokens of
+one sequence forms q x (q - 1) / 2 pairs past the causal ones the attention term counts (kvplan.speed.terms.features
+adds them to the scores, not to the FLOPs). llama-bench's `cmd_params_defaults` had `flash_attn` { false } and has
+LLAMA_FLASH_ATTN_TYPE_AUTO at ggml-org/llama.cpp@0104b151 tools/llama-bench/llama-bench.cpp; kvplan dates the switch
+at llama.cpp#15434 (`llama: use FA + max. GPU layers by default`, merged 2025-08-30), an assumption: llama-bench's own
+commit for it was not read (of the training runs, only llama.cpp#15802's of 2025-09-05, pp512 at micro-batches of 1-8
+tokens, falls where the two could differ). A run that states `fa` (or `flash_attn`) is read as stated
+(`materializes_scores`).
+
 `paths(...)` gives a Shape's `paths`: ((first tokens per step, FLOP/s, extra bytes per step), ...), ascending;
 a step of n tokens takes the last entry whose first is <= n (kvplan.speed.terms.path_at). A rate the profile
 lacks is not priced at zero: `missing` names it, and the corpus skips such a point.
@@ -64,6 +81,8 @@ CDNA_MMA_SINCE = "2025-07-26"  # llama.cpp#14624 merged: MFMA MMQ on CDNA
 RDNA3_MMA_SINCE = "2025-12-05"  # llama.cpp#17576 merged: WMMA int8 MMQ on RDNA3
 RDNA3_TUNED_SINCE = "2026-01-06"  # llama.cpp#18537 merged: Q2_K / Q6_K / IQ2_XS / IQ2_S to rocBLAS past 128 on RDNA3
 RDNA3_5_SINCE = "2026-01-10"  # llama.cpp#18666 merged: RDNA3.5's own bounds for Q6_K and the IQ2 types
+SCORE_BYTES = 20  # bytes moved per attention score without FlashAttention (module docstring)
+FA_DEFAULT_SINCE = "2025-08-30"  # llama.cpp#15434 merged: FlashAttention on by default (auto)
 MMQ_TYPES = frozenset({"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "mxfp4", "nvfp4", "q2_k", "q3_k", "q4_k", "q5_k",
                        "q6_k", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq4_xs", "iq4_nl",
                        "q3_k_m", "q4_k_m", "q5_k_m"})  # mmq.cu's switch; a _K_M mix is its k-quant types
@@ -154,3 +173,21 @@ def paths(gpu, weight_dtype: str | None, dense_params: float, rate_of, date: str
     if vendor == "AMD" and arch == "rdna3":
         return _rdna3(cc, wd, date, vec, fp16, rate_of, dequant)
     return (), ""
+
+
+def materializes_scores(flags: dict, date: str | None) -> bool:
+    """Whether a llama.cpp run attends without FlashAttention, its scores materialized (module docstring): as its
+    `fa` / `flash_attn` flag states (0 / off / false: without; auto resolves to FlashAttention on the backends priced
+    here), else as the build's default, without before FA_DEFAULT_SINCE (no date: the current build, with)."""
+    stated = next((flags[k] for k in ("fa", "flash_attn") if k in flags), None)
+    if stated is not None:
+        return str(stated).strip().lower() in ("0", "off", "false")
+    return not _since(date, FA_DEFAULT_SINCE)
+
+
+def score_bytes_per_flop(spec, tp: int, attn_flops_per_pair: float) -> float:
+    """Bytes the materialized scores move per attention FLOP the Shape prices (its `attn_flops_per_pair` over the same
+    pairs): SCORE_BYTES per query head on the rank in each attention layer, over those FLOPs (SCORE_BYTES / (4 x head
+    dim) where every layer's head dim is one); 0 for a model without attention FLOPs."""
+    layers = sum(1 for layer in spec.layers if layer.elements_per_token(tp))  # as shape.attention_flops counts them
+    return SCORE_BYTES * spec.num_attention_heads / tp * layers / attn_flops_per_pair if attn_flops_per_pair else 0.0

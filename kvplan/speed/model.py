@@ -284,6 +284,8 @@ class StepModel:
 
     def __init__(self, shape: Shape, coef: tuple):
         s, c = shape, dict(zip(TERMS, coef))
+        if s.score_bytes_per_flop:  # only a corpus run's Shape (kvplan.speed.fit.Built) carries them
+            raise ValueError("StepModel does not fold llama.cpp's materialized attention scores")
         self.shape, self.coef = s, tuple(coef)
         self.measured = measured_tp(s)  # the tp all-reduces by bytes
         tp_calls = 2 * s.layers if s.tp > 1 and not self.measured else 0

@@ -9,7 +9,7 @@ the order of `TERMS`:
              datasheet `bandwidth_bytes_per_s` otherwise (kvplan.speed.shape.read_bandwidth)
   kv         KV bytes read (cached tokens x bytes per token, windows capped, DeepSeek Sparse Attention's latent
              read for at most its top-k tokens a sequence; a sequence's fixed recurrent state read and written
-             back once) / bandwidth
+             back once; llama.cpp's attention scores without FlashAttention, kvplan.speed.ggml) / bandwidth
   gemm       2 x active parameters x tokens (the LM head apart) / the weight dtype's dense rate (fp8 or fp4 where the
              profile has it: `dense_flops`), the 16-bit rate otherwise (the dtype the run computes in, bf16 or fp16:
              kvplan.speed.compute_dtype; `bf16_rate` below is that rate, named for the usual case), and the
@@ -147,6 +147,7 @@ class Shape:
     prefill_attn_rate: float = 0.0  # FLOP/s prefill queries' attention runs at (FP8 context FMHA: fp8); 0: bf16_rate
     paths: tuple = ()  # ((first tokens per step, FLOP/s, extra bytes per step), ...): llama.cpp's kernels by batch
     rate_missing: str = ""  # a precision a path needs that the profile does not rate (kvplan.speed.ggml)
+    score_bytes_per_flop: float = 0.0  # attention scores materialized (llama.cpp without FlashAttention): kv term
 
 
 def path_at(s: Shape, per_step: float) -> tuple[float, float]:
@@ -270,6 +271,9 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
             / (s.prefill_attn_rate or s.bf16_rate) - capped * capped_pair_seconds(s, pairs, prefill_pairs)
             if s.bf16_rate else 0.0)  # a prefill query's pairs at its own rate (FP8 context FMHA), if any
     per_step = tokens / steps
+    if s.score_bytes_per_flop:  # the scores' bytes, a micro-batch's masked pairs too (kvplan.speed.ggml)
+        q = tokens / max(1.0, steps * seqs)  # one sequence's tokens a step
+        kv += s.score_bytes_per_flop * (s.attn_flops_per_pair * (pairs + tokens * (q - 1) / 2) - capped)
     rate, extra = path_at(s, per_step) if s.paths else (s.gemm_rate, 0.0)
     routed = per_step * s.ep_replicas  # the tokens this rank's experts serve in one step
     touched = experts_touched(s.num_experts, s.top_k, routed) if s.num_experts else 0.0  # planning's formula

@@ -8,6 +8,7 @@ X.Y.Z.devN and X.Y.ZrcN.devM sort below X.Y.Z. The corpus's club3090-46 log is t
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -78,12 +79,16 @@ def test_the_reading_is_said_only_where_the_version_is_not_a_plain_release():
     assert "read as release 0.5.9" in reading("sglang", "0.5.9rc0")
 
 
-def _stderr(*args: str) -> str:
+def _invoke(*args: str):
     from kvplan.cli import app
 
     r = CliRunner().invoke(app, list(args))
     assert r.exit_code == 0, r.output
-    return r.stderr
+    return r
+
+
+def _stderr(*args: str) -> str:
+    return _invoke(*args).stderr
 
 
 @pytest.mark.parametrize("command", [
@@ -105,3 +110,10 @@ def test_check_log_says_how_it_read_the_build_it_was_told():
     err = _stderr("check-log", str(log), "--model", "qwen3.5-27b", "--gpu", "rtx-4090", "--engine-version",
                   INDEX["club3090-46-qwen36-27b-dflash-2x4090"]["version"])
     assert "development build made before release 0.20.1" in err
+
+
+def test_fit_json_carries_the_reading_and_a_plain_release_none():
+    fit = ("fit", "llama-3.1-8b-instruct", "--gpu", "h100", "--engine", "vllm", "--json", "--engine-version")
+    dev = json.loads(_invoke(*fit, "0.15.0rc2.dev46").stdout)["plans"][0]["engine"]
+    assert "modelled as the release before it (0.14.x)" in dev["version_read"]
+    assert "version_read" not in json.loads(_invoke(*fit, "0.15.0").stdout)["plans"][0]["engine"]

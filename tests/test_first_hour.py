@@ -444,3 +444,17 @@ def test_disagg_prefill_margin_is_judged_at_the_prompts_it_holds_at_once():
     held = int(re.search(r"holds \d+ prompts of 8,192; in flight \+ staged (\d+)", r.stdout)[1])
     margin = next(line for line in r.stderr.splitlines() if line.startswith("prefill command: margin"))
     assert f"; {held} x 8,192 tokens need " in margin
+
+
+def test_fit_json_leaves_the_calibrated_speed_of_a_plan_that_does_not_fit_empty():
+    # Round 40: 16 requests of 32k on one H100 do not fit (16 x 4 GiB of Llama-3.1-8B's cache against ~55 GiB), and
+    # fit's table shows "–" for that plan's calibrated step, sweep's row leaves it empty and the README's column
+    # table says "empty for a plan that does not fit"; fit --json still gave the 1-GPU plan a calibrated step and
+    # tokens/s. The roofline's figures stay (a bound, said in the README).
+    r = _run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "32k", "--batch", "16", "--json")
+    one, two = json.loads(r.stdout)["plans"]
+    assert (one["gpus"], one["fits"], two["fits"]) == (1, False, True)
+    assert one["decode_step_seconds_calibrated"] is None and one["decode_tokens_per_second_calibrated"] is None
+    assert one["decode_step_seconds"] > 0 and two["decode_step_seconds_calibrated"] > two["decode_step_seconds"]
+    table = _run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "32k", "--batch", "16", env={"COLUMNS": "80"})
+    assert re.search(r"decode step \(calibrated\)\s+│\s+–\s+│", table.stdout)

@@ -444,3 +444,29 @@ def test_disagg_prefill_margin_is_judged_at_the_prompts_it_holds_at_once():
     held = int(re.search(r"holds \d+ prompts of 8,192; in flight \+ staged (\d+)", r.stdout)[1])
     margin = next(line for line in r.stderr.splitlines() if line.startswith("prefill command: margin"))
     assert f"; {held} x 8,192 tokens need " in margin
+
+
+def test_fit_json_leaves_the_calibrated_speed_of_a_plan_that_does_not_fit_empty():
+    # Round 40: 16 requests of 32k on one H100 do not fit (16 x 4 GiB of Llama-3.1-8B's cache against ~55 GiB), and
+    # fit's table shows "–" for that plan's calibrated step, sweep's row leaves it empty and the README's column
+    # table says "empty for a plan that does not fit"; fit --json still gave the 1-GPU plan a calibrated step and
+    # tokens/s. The roofline's figures stay (a bound, said in the README).
+    r = _run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "32k", "--batch", "16", "--json")
+    one, two = json.loads(r.stdout)["plans"]
+    assert (one["gpus"], one["fits"], two["fits"]) == (1, False, True)
+    assert one["decode_step_seconds_calibrated"] is None and one["decode_tokens_per_second_calibrated"] is None
+    assert one["decode_step_seconds"] > 0 and two["decode_step_seconds_calibrated"] > two["decode_step_seconds"]
+    table = _run("fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "32k", "--batch", "16", env={"COLUMNS": "80"})
+    assert re.search(r"decode step \(calibrated\)\s+│\s+–\s+│", table.stdout)
+
+
+def test_sweep_html_leaves_a_context_past_the_models_limit_out_of_the_concurrency_chart(tmp_path):
+    # Round 40, the README's sweep in a browser: Qwen3-32B's limit is 40,960 tokens (its config's
+    # max_position_embeddings), so at 128k every deployment's line fell to 0 requests, as if memory ran out; the
+    # row says binds "context limit". The chart now has no point there (a gap), as the decode chart has none.
+    out = tmp_path / "plan.html"
+    _run("sweep", "-m", "qwen3-32b", "-g", "h100", "-c", "8k,128k", "--gpu-counts", "1,2", "-o", str(out))
+    figs = json.loads(re.search(r'id="kvplan-figures">(.*?)</script>', out.read_text(), re.S)[1])
+    traces = [t for k, f in figs.items() if k.startswith("concurrency") for t in f["data"]]
+    assert len(traces) == 2 and all(t["x"] == ["8k", "128k"] for t in traces)
+    assert all(t["y"][0] > 0 and t["y"][1] is None for t in traces)

@@ -108,8 +108,9 @@ def test_fit_on_every_profile_prints_a_decode_figure_and_says_a_missing_rate(key
                                            "--json"])
     assert res.exit_code == 0, res.output
     plan = json.loads(res.stdout)
-    for field in ("decode_step_seconds", "decode_step_seconds_calibrated"):
-        assert math.isfinite(plan[field]) and plan[field] > 0, field
+    assert math.isfinite(plan["decode_step_seconds"]) and plan["decode_step_seconds"] > 0
+    cal = plan["decode_step_seconds_calibrated"]  # null where the plan does not fit (16 GB cards at tp 1), as sweep's
+    assert (math.isfinite(cal) and cal > 0) if plan["fits"] else cal is None
     said = [ln for ln in res.stderr.splitlines() if "matmul rate" in ln]
     assert len(said) == (_missing(gpu, None) is not None), said
     # two GPUs all-reduce over the profile's link: where it states no bandwidth, the PCIe rate taken is said

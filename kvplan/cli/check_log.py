@@ -16,7 +16,7 @@ from kvplan.cli.engine_flags import speculative_request, with_speculative
 from kvplan.core.errors import KvplanError
 from kvplan.engines.logparse import parse_log
 from kvplan.engines.reconcile import reconcile
-from kvplan.engines.versions import stated_version
+from kvplan.engines.versions import reading, stated_version
 from kvplan.hardware.gpus import find_gpu, load_gpus
 from kvplan.report.fitted import print_stacked
 from kvplan.sources.catalog import find_in_catalog
@@ -66,6 +66,8 @@ def check_log(
     if spec is None and rec.model:
         stderr(f"note: the log's model {rec.model!r} is not in the catalog; pass --model to check it")
     result = reconcile(rec, spec, hw, engine_version, kv_dtype, tp, weight_dtype)
+    if reading(result.engine, result.version):  # a development build the log prints, or --engine-version's
+        stderr(f"note: {reading(result.engine, result.version)}")
     data = {"engine": result.engine, "version": result.version, "model": result.model, "gpu": result.gpu,
             "rows": [r.__dict__ for r in result.rows], "whatif": [list(w) for w in result.whatif],
             "notes": result.notes}

@@ -113,6 +113,8 @@ def disagg(
         speed=speed)
     if run.requests_said:
         stderr(run.requests_said)
+    if run.engine.version_note:
+        stderr(f"note: {run.engine.version_note}")
     res = run.result
     plans = (res.decode.plan, res.prefill.plan)
     for line in (plan_speed_notes(speed, run.engine.speed_key, run.engine.version, run.spec, run.gpu, plans)

@@ -73,7 +73,7 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
         stderr(line)
     for line in dict.fromkeys(n for p in plans if (n := dp_step_note(p, spec))):  # which rank's batch a step is
         stderr(f"note: {line}")
-    dicts = [{**plan_to_dict(r.plan, spec), **calibrated_keys(s, r.plan.request.batch, engine.speed_key),
+    dicts = [{**plan_to_dict(r.plan, spec), **calibrated_keys(s, r.plan, engine.speed_key),
               **({"engine": engine_to_dict(r)} if named else {})} for r, s in zip(results, speeds)]
     out = dicts[0] if dep is not None else {"plans": dicts, "recommended": recommended}
     if dep is None and recommended is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from kvplan.cli._common import EngineOpt, EngineSettingOpt, EngineVersionOpt
+from kvplan.cli._common import EngineOpt, EngineSettingOpt, EngineVersionOpt, stderr
 from kvplan.engines import configure
 from kvplan.planning.speculative import apply, parse
 from kvplan.engines.served_dtype import loaded_as_model_dtype
@@ -19,8 +19,11 @@ def engine_from_flags(engine: Optional[str], version: Optional[str], opt_items, 
     """(the configured engine, the --gpu-memory-utilization fraction or None) that --engine,
     --engine-version, --engine-opt, --gpu-memory-utilization, --block-size (and fit's --emit) ask
     for: the engine-neutral planner without --engine (kvplan.engines.configure, as the Python API's).
-    Checked before anything is printed."""
-    return configure(engine, version, opt_items or (), gpu_memory_utilization, block_size, emit=emit_to)
+    Checked before anything is printed; how a release that is not a plain X.Y.Z is read, said on stderr."""
+    chosen, gmu = configure(engine, version, opt_items or (), gpu_memory_utilization, block_size, emit=emit_to)
+    if getattr(chosen, "version_note", None):
+        stderr(f"note: {chosen.version_note}")
+    return chosen, gmu
 
 
 @dataclasses.dataclass(frozen=True)

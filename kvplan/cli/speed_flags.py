@@ -99,8 +99,11 @@ def speed_band(speed: str, engine: str | None) -> dict | None:
     return {m: band(key, m) for m in ("tpot", "ttft", "e2el", "output_throughput")}
 
 
-def calibrated_keys(step_s: float, batch: int, engine: str | None) -> dict:
-    """fit's JSON keys for the calibrated decode step (beside the roofline's decode_step_seconds)."""
-    return {"decode_step_seconds_calibrated": step_s,
-            "decode_tokens_per_second_calibrated": max(1, batch) / step_s if step_s > 0 else 0.0,
+def calibrated_keys(step_s: float, plan, engine: str | None) -> dict:
+    """fit's JSON keys for `plan`'s calibrated decode step (beside the roofline's decode_step_seconds): both null
+    where the plan does not fit (the table's "–", sweep's empty cell)."""
+    step = step_s if plan.fits else None
+    return {"decode_step_seconds_calibrated": step,
+            "decode_tokens_per_second_calibrated": None if step is None else max(1, plan.request.batch) / step
+            if step > 0 else 0.0,
             "decode_speed_model": label(engine), "decode_speed_band": speed_band("calibrated", engine)}

@@ -28,6 +28,7 @@ from kvplan.engines.options import (  # noqa: F401 (re-exported: kvplan.engines.
     check_opts, opt_bool, opt_float, opt_int, parse_engine_opts,
 )
 from kvplan.engines.versions import check_version, check_version_name, parse_version  # noqa: F401 (re-exported)
+from kvplan.engines.versions import reading
 from kvplan.hardware.facts import assumed_fact
 from kvplan.planning.layout import rank_request, vllm_placement, whole_answers
 from kvplan.planning.plan import (Answers, Plan, PlanWarning, Request, Stage, Usage, assemble, budgets,
@@ -104,6 +105,12 @@ class Engine:
     @property
     def label(self) -> str:
         return f"{self.name} {self.version or self.default_version}"
+
+    @property
+    def version_note(self) -> str | None:
+        """How the asked release is read where it is not a plain X.Y.Z (a development build: the release before;
+        kvplan.engines.versions.reading), for every command that takes --engine-version; else None."""
+        return reading(self.name, self.version)
 
     @property
     def speed_key(self) -> str:

@@ -189,8 +189,9 @@ def _figures(rows: list[dict], currency: str, model: str = "", calibrated: bool 
 
     figs = {
         "memory": memory,
-        "concurrency": chart(per_context("max_concurrency", "scatter"), "Max concurrent requests per deployment",
-                             "requests"),
+        # a context past the model's limit is no point (a gap), not a line down to 0 requests that reads as memory
+        "concurrency": chart(per_context("max_concurrency", "scatter", only=lambda r: r["binds"] != "context limit"),
+                             "Max concurrent requests per deployment", "requests"),
         "decode": chart(per_context(CALIBRATED_KEY, "bar"), "Decode tokens/s (calibrated, whole batch)",
                         "tokens/s", barmode="group") if calibrated else
         chart(per_context("decode_tokens_per_second", "bar"), "Decode tokens/s (roofline, whole batch)",
@@ -279,7 +280,8 @@ SECTIONS = [
      "left free. A deployment whose weights do not fit is marked ✗; the axis "
      "ends just past the largest GPU. Best-ranked deployments first."),
     ("concurrency", "Max concurrency against context",
-     "Requests of each context that fit at once in the KV cache, per deployment."),
+     "Requests of each context that fit at once in the KV cache, per deployment; a context past the model's "
+     "limit has no point."),
     ("cost", "Cost per concurrent user",
      "Price per GPU-hour × GPUs ÷ max concurrency, for deployments that fit and have a price."),
     ("decode", "Decode speed", "Tokens/s of the whole batch, from the bandwidth roofline."),

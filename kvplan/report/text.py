@@ -12,6 +12,7 @@ from kvplan.hardware.facts import bf16_fact, runs_bf16
 from kvplan.planning.plan import KV_ENGINE_AUTO, KV_TOPICS, Plan
 from kvplan.planning.layout import layout_text
 from kvplan.core.units import gib, human_bytes, human_tokens, plural
+from kvplan.engines.versions import reading
 from kvplan.planning.speculative import report
 from kvplan.report.fitted import fitted_table
 from rich.text import Text
@@ -97,6 +98,8 @@ def engine_to_dict(res) -> dict:
             "kv_memory_bytes_per_gpu": cap.kv_memory_bytes, "tokens": cap.tokens,
             "max_concurrency": cap.max_concurrency, "blocks": cap.blocks, "block_size": cap.block_size,
             "max_running": cap.max_running,
+            # how a release that is not a plain X.Y.Z was read (a development build: the release before)
+            **({"version_read": reading(cap.engine, cap.version)} if reading(cap.engine, cap.version) else {}),
             # what the plan's pool and request tokens are where not what memory holds (llama.cpp: -c's cells)
             **({"answer_labels": dict(zip(("kv_pool_tokens_per_deployment", "request_tokens_at_context"),
                                           cap.answer_labels))} if cap.answer_labels else {}),

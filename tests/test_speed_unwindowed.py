@@ -66,9 +66,13 @@ def test_sliding_window_takes_only_none():
         case_of(_point(sliding_window="4096"), "t", "")
 
 
-def test_trtllm_017_mistral_points_run_without_the_window():
-    # every Mistral 7B point of the v0.17 perf overview (9 lengths x 5 GPU columns) states it; no other point does
+def test_trtllm_engine_flow_mistral_points_run_without_the_window():
+    # every Mistral 7B point of the TensorRT engine flow's perf overviews states it, 9 lengths a GPU column: v0.17's
+    # 5 columns (45), v0.15's 6 (H100 FP8 and Mixed, A100-SXM4, A100-PCIE, L40S, GH200: 54) and v0.14's 6 (H200,
+    # H100 FP8 and FP16, A100-SXM4, A100-PCIE, L40S: 54); no other point does
     cases, _ = read_corpus(CORPUS)
     off = [c for c in cases if not c.windowed]
-    assert len(off) == 45
-    assert {(c.source, c.model) for c in off} == {("trtllm-perf-overview-v0.17", "mistral-7b-v0.1")}
+    assert {(c.source, c.model) for c in off} == {(f"trtllm-perf-overview-v{v}", "mistral-7b-v0.1")
+                                                 for v in ("0.17", "0.15", "0.14")}
+    count = {v: sum(c.source == f"trtllm-perf-overview-v{v}" for c in off) for v in ("0.17", "0.15", "0.14")}
+    assert count == {"0.17": 45, "0.15": 54, "0.14": 54}

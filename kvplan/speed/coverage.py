@@ -37,8 +37,8 @@ def band_text(engine: str | None, metric: str = "tpot") -> str:
 
 def unmeasured(engine: str | None) -> str:
     """A line where the coefficient set the figure comes from has no held-out figure at all (its error is not
-    measured: no held-out source of that era or backend), else "". TensorRT-LLM before 1.0 and its engine
-    backend, as shipped: every source of theirs falls on the training side of the split."""
+    measured: no held-out source of that era or backend), else "": a set every source of which falls on the
+    training side of the split (TensorRT-LLM before 1.0 until its 0.14 perf overview came in, held out)."""
     key = engine if covered(engine) else FALLBACK_ENGINE
     metrics = ("tpot", "ttft", "e2el", "output_throughput", "pp_tok_s", "tg_tok_s")
     if any((band(key, m) or {}).get("n") for m in metrics):

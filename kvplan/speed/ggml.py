@@ -131,9 +131,9 @@ def attention_rate(gpu, rate_of) -> float:
     """FLOP/s llama.cpp's attention runs at on `gpu` (`rate_of` as for `paths`): half its FLOPs at the FP32-accumulate
     rate (`bf16`), half at the FP16-accumulate one (`fp16`) on an NVIDIA profile whose `fp16` is the FP16-accumulate
     headline and which states both; the fp16 reading where the datasheet rates fp16 apart from bf16 with one
-    accumulator (the MI100, 184.6 against 92.3 T: its F16 K, V and scores run MFMA F16 with F32 accumulate, rocBLAS's
-    F32-output call on CDNA, ggml-org/ggml@3132422f src/ggml-cuda/ggml-cuda.cu:1288-1298); the bf16 reading elsewhere
-    (one rate for both)."""
+    accumulator (the MI100, 184.6 against 92.3 T): its operands are F16 (the F16 cache; without FlashAttention K.Q and
+    V.softmax are rocBLAS calls on F16 inputs, F32 output on CDNA, ggml-org/ggml@3132422f ggml-cuda.cu:1288-1298 and
+    its batched path), none bf16; which kernel FlashAttention runs on CDNA is not read. The bf16 reading elsewhere."""
     fp32, fp16 = rate_of("bf16"), rate_of("fp16")
     if split_accumulate(gpu) and fp32 and fp16:
         return 2.0 / (1.0 / fp32 + 1.0 / fp16)

@@ -117,7 +117,8 @@ def test_l40_runs_at_half_the_l40s_tensor_rate_as_its_datasheet_says():
 def test_every_measured_figure_is_its_sources_number():
     # Each bundled rate is a TFLOPS figure the source quotes (x 10^12), at most the datasheet's (a bf16 figure on a
     # profile stating fp16 alone: at most that), from one of two tables: the MAMF table, or, for parts it has no row
-    # for, zzc0721/torch-performance-test-data's torch.mm database (kvplan/hardware/profiles/README.md).
+    # for, zzc0721/torch-performance-test-data's torch.mm database; the MI100's from rocblas-bench at llama.cpp's own
+    # call (ROCm/Tensile#2087) (kvplan/hardware/profiles/README.md).
     seen, mamf = {}, "stas00/ml-engineering @744d01e1"
     aic = "ai-dynamo/aiconfigurator@f0f1266353c5249725df470ce2f6c74e6f152566"  # mmapeak, where no datasheet rate is
     for path in sorted(PROFILES.glob("*.yaml")):
@@ -125,16 +126,19 @@ def test_every_measured_figure_is_its_sources_number():
         if not gpu.achieved_dense_flops:
             continue
         source = gpu.achieved_dense_flops_source
-        seen[gpu.key] = "mamf" if mamf in source else "aiconfigurator" if aic in source else "mm"
+        seen[gpu.key] = ("mamf" if mamf in source else "aiconfigurator" if aic in source
+                         else "rocblas" if "ROCm/Tensile#2087" in source else "mm")
         quoted = {int(Decimal(x) * T) for x in re.findall(r"(\d+\.\d+) TFLOPS", source)}
         quoted |= {int(x) for x in re.findall(r"_tc_flops (\d+)", source)}  # aiconfigurator's yaml, in FLOP/s
         quoted |= {int(Decimal(x) * T) for x in re.findall(r"(?:BF16|FP8) (\d+\.\d+)", source)}
         quoted |= {int(Decimal(x) * T) for x in re.findall(r"MAF FP8 (\d+) TFLOPs", source)}
+        quoted |= {int(Decimal(x) * T) for x in re.findall(r"about (\d+) TFlops", source)}  # Tensile#2087
         for precision, rate in gpu.achieved_dense_flops.items():
             assert rate in quoted, (path.name, precision)
             rated = gpu.dense_flops.get(precision) or gpu.dense_flops.get("fp16")
             assert rate <= rated if rated else seen[gpu.key] == "aiconfigurator", (path.name, precision)
-        assert mamf in source or aic in source or "zzc0721/torch-performance-test-data @9d828276" in source, path.name
+        assert mamf in source or aic in source or "zzc0721/torch-performance-test-data @9d828276" in source or (
+            "ROCm/Tensile#2087" in source), path.name
     assert {k for k, v in seen.items() if v == "mamf"} == {
         "a100-sxm-80", "a100-sxm-40", "a100-pcie-80", "a100-pcie-40", "gh200-144", "h100-sxm", "h200-sxm", "b200",
         "b300", "gb200", "mi300x", "mi325x", "mi355x", "gaudi2", "gaudi3"}
@@ -142,6 +146,7 @@ def test_every_measured_figure_is_its_sources_number():
         "rtx-3090", "rtx-4090", "rtx-5090", "l4", "l40s", "rtx-pro-6000-server", "rtx-pro-6000-workstation",
         "rtx-a6000", "t4", "l20", "h20", "h100-pcie", "v100-sxm2-16"}
     assert {k for k, v in seen.items() if v == "aiconfigurator"} == {"gb10"}
+    assert {k for k, v in seen.items() if v == "rocblas"} == {"mi100"}
 
 
 def test_check_bench_shows_the_measured_rate_beside_the_datasheet():

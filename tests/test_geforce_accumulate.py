@@ -64,10 +64,14 @@ def test_a_3090_given_its_fp32_accumulate_rate_prices_each_engine_at_its_own_acc
 
 
 def test_one_accumulator_rate_leaves_the_attention_alone():
-    for key in ("h100-sxm", "mi100"):  # datacenter NVIDIA, AMD
-        gpu = find_gpu(key)
-        assert (shape_for(SPEC, gpu, engine="llama.cpp", weight_dtype="q4_0").bf16_rate
-                == shape_for(SPEC, gpu, engine="vllm").bf16_rate)
+    gpu = find_gpu("h100-sxm")  # datacenter NVIDIA
+    assert (shape_for(SPEC, gpu, engine="llama.cpp", weight_dtype="q4_0").bf16_rate
+            == shape_for(SPEC, gpu, engine="vllm").bf16_rate)
+    # AMD: the MI100 rates fp16 apart from bf16 (184.6 and 92.3 T datasheet); llama.cpp's attention runs F16 operands,
+    # so it matches vLLM serving in half (its measured fp16, 90 T), not in the config's bf16 (that share, 45 T)
+    gpu = find_gpu("mi100")
+    assert (shape_for(SPEC, gpu, engine="llama.cpp", weight_dtype="q4_0").bf16_rate
+            == shape_for(SPEC, gpu, engine="vllm", compute="half").bf16_rate == 90e12)
     # a GeForce profile with the headline only and no measurement: one rate for both
     rtx = replace(find_gpu("rtx-5090"), achieved_dense_flops={}, achieved_dense_flops_source=None)
     assert (shape_for(SPEC, rtx, engine="llama.cpp", weight_dtype="q4_0").bf16_rate

@@ -16,6 +16,7 @@ import re
 
 from kvplan.bench import numbers
 from kvplan.bench.result import BenchRun, Settings, Stat
+from kvplan.speed.corpus import micro_batch
 
 MAX_ROWS = 1000
 _REQUIRED = ("n_prompt", "n_gen", "avg_ts")
@@ -34,6 +35,13 @@ def matches_csv(text: str) -> bool:
     return all(f in first for f in _REQUIRED) and first.count(",") >= 3
 
 
+def _micro_batch(row: dict) -> int | None:
+    """The tokens a step of the row's test takes: its `n_ubatch` clamped to its `n_batch`, as llama_context runs it
+    (kvplan.speed.corpus.micro_batch; llama-bench prints the -ub asked, not the one run)."""
+    ub = numbers.count(row.get("n_ubatch"))
+    return micro_batch(ub, numbers.count(row.get("n_batch"))) if ub else ub
+
+
 def _run(row: dict, label: str | None) -> BenchRun | None:
     pp, tg, depth = (numbers.figure(row.get(k)) for k in ("n_prompt", "n_gen", "n_depth"))
     rate = numbers.figure(row.get("avg_ts"))
@@ -47,7 +55,7 @@ def _run(row: dict, label: str | None) -> BenchRun | None:
         gpu_name=numbers.text(row.get("gpu_info")), gpus=1, tp=1, isl=int(pp) if pp else None,
         osl=int(tg) if tg else None,
         lengths="fixed", concurrency=1, num_prompts=1, kv_dtype=numbers.text(row.get("type_k"), 20),
-        max_tokens=numbers.count(row.get("n_ubatch")), depth=int(depth or 0))
+        max_tokens=_micro_batch(row), depth=int(depth or 0))
     tag = f"{'pp' if pp else 'tg'}{n}" + (f" @ d{int(depth)}" if depth else "")
     return BenchRun("llama-bench", label or tag, settings, {metric: Stat(mean=rate)} if rate is not None else {})
 

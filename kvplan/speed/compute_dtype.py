@@ -82,17 +82,21 @@ def sixteen_bit(gpu, compute: str = "bf16") -> tuple[float, str]:
 def read_flops(gpu, precision: str) -> float:
     """FLOP/s the speed terms run a `precision` GEMM at (gemm_rate's precision: "bf16" is the bf16 rate, the fp16
     one where the profile gives no bf16): the profile's `achieved_dense_flops` (a published matmul benchmark on that
-    part) where it measured that precision; where it measured only bf16, the datasheet's rate at the measured bf16
-    share (fp8 and fp4 kernels assumed to reach the share bf16 does); the datasheet's `dense_flops` otherwise (parts
-    with no published measurement: kvplan/hardware/profiles/README.md, "Achieved matmul rate")."""
+    part) where it measured that precision (a measured fp16 rate stands for bf16 only where the datasheet rates the
+    two alike or gives no bf16: the MI100's bf16 is half its fp16); where it measured only bf16 (or fp16), another
+    precision's rate is the datasheet's at the measured share (fp8, fp4 and int8 kernels, and the MI100's bf16, assumed
+    to reach the share the measured ones do); the datasheet's `dense_flops` otherwise (parts with no published
+    measurement: kvplan/hardware/profiles/README.md, "Achieved matmul rate")."""
     datasheet, measured = gpu.dense_flops, gpu.achieved_dense_flops
     names = ("bf16", "fp16") if precision == "bf16" else (precision,)
+    if datasheet.get("bf16") and datasheet.get("bf16") != datasheet.get("fp16"):
+        names = names[:1]  # a measured fp16 rate is not bf16's where the datasheet rates them apart
     for name in names:
         if measured.get(name):
             return float(measured[name])
     rate = datasheet_flops(gpu, precision)
     base = next((n for n in ("bf16", "fp16") if measured.get(n) and datasheet.get(n)), None)
-    if base and precision != "bf16":  # the measured share; the measured rate itself where the datasheet's is the same
+    if base:  # the measured share; the measured rate itself where the datasheet's is the same
         return float(measured[base]) if rate == datasheet[base] else rate * measured[base] / datasheet[base]
     return rate
 

@@ -242,9 +242,22 @@ def _float(v):
         return None
 
 
+# llama-bench's default -b (cmd_params_defaults n_batch { 2048 }, ggml-org/llama.cpp@050fc7f3
+# tools/llama-bench/llama-bench.cpp), which it passes to the context as n_batch beside n_ubatch (to_llama_cparams).
+LLAMA_BENCH_BATCH = 2048
+
+
+def micro_batch(ubatch: int, batch: int | None) -> int:
+    """The micro-batch a llama-bench test runs: its -ub, clamped to its -b (LLAMA_BENCH_BATCH where unstated).
+    llama_context's constructor takes `n_ubatch = min(n_batch, n_ubatch)` (ggml-org/llama.cpp@4c7103b9
+    src/llama-context.cpp:101, n_batch first clamped to n_ctx at :91), while llama-bench prints the -ub asked: an
+    `n_ubatch` of 4,096 at the default -b ran 2,048-token micro-batches (llama.cpp#14624's MI100 table)."""
+    return min(ubatch, batch or LLAMA_BENCH_BATCH)
+
+
 def _bench_load(p: dict, t: dict) -> Load | None:
     depth = float(p.get("n_depth") or 0)
-    ub = _int(p.get("ubatch"), 512)
+    ub = micro_batch(_int(p.get("ubatch"), 512), _int(p.get("batch"), 0))
     if t.get("pp_tok_s") and p.get("n_prompt"):
         t.pop("tg_tok_s", None)
         return Load(float(p["n_prompt"]), 0, bench="pp", depth=depth, ubatch=ub)

@@ -130,9 +130,15 @@ def _rdna3(cc, wd: str, date: str | None, vec: float, fp16: float, rate_of, dequ
 def attention_rate(gpu, rate_of) -> float:
     """FLOP/s llama.cpp's attention runs at on `gpu` (`rate_of` as for `paths`): half its FLOPs at the FP32-accumulate
     rate (`bf16`), half at the FP16-accumulate one (`fp16`) on an NVIDIA profile whose `fp16` is the FP16-accumulate
-    headline and which states both; the bf16 reading elsewhere (one rate for both accumulators)."""
+    headline and which states both; the fp16 reading where the datasheet rates fp16 apart from bf16 with one
+    accumulator (the MI100, 184.6 against 92.3 T): its operands are F16 (the F16 cache; without FlashAttention K.Q and
+    V.softmax are rocBLAS calls on F16 inputs, F32 output on CDNA, ggml-org/ggml@3132422f ggml-cuda.cu:1288-1298 and
+    its batched path), none bf16; which kernel FlashAttention runs on CDNA is not read. The bf16 reading elsewhere."""
     fp32, fp16 = rate_of("bf16"), rate_of("fp16")
-    return 2.0 / (1.0 / fp32 + 1.0 / fp16) if split_accumulate(gpu) and fp32 and fp16 else fp32
+    if split_accumulate(gpu) and fp32 and fp16:
+        return 2.0 / (1.0 / fp32 + 1.0 / fp16)
+    sheet = gpu.dense_flops
+    return fp16 if sheet.get("bf16") and sheet.get("fp16") and sheet["bf16"] != sheet["fp16"] and fp16 else fp32
 
 
 def paths(gpu, weight_dtype: str | None, dense_params: float, rate_of, date: str | None = None):

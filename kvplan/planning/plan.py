@@ -123,6 +123,9 @@ class Plan:
     # the share of what weights, overhead and adapters leave that the engine takes for the KV cache (TensorRT-LLM's
     # free_gpu_memory_fraction); 1: all of it. Set by the engine layer, so the memory table shows the step as data
     kv_share: float = 1.0
+    # what the engine allocates per GPU above its budget after sizing the pool, and the room there: (what, bytes,
+    # room bytes), set by the engine layer (SGLang's request-slot pool); (): none priced
+    above_budget: tuple = ()
 
     @property
     def binds(self) -> str | None:

@@ -44,8 +44,8 @@ FIGURE_FORMATS = {
                                                                      "c128_state"), v)),
     "rows x entries int32": lambda v: f"{v[0]:,} x {v[1]:,} x 4 B = {v[2] / GIB:,.2f} GiB",
     # weights as an engine loads them: the checkpoint's bytes and what loading adds (padding, repacking, tables)
-    "checkpoint + loading": lambda v: f"{(v[0] + v[1]) / GIB:.2f} GiB = {v[0] / GIB:.2f} checkpoint + "
-                                      f"{v[1] / GIB:.2f} loading",
+    "checkpoint + loading": lambda v: f"{(v[0] + v[1]) / GIB:.2f} GiB = {v[0] / GIB:.2f} checkpoint "
+                                      f"{'+' if v[1] >= 0 else '-'} {abs(v[1]) / GIB:.2f} loading",
 }
 
 

@@ -98,6 +98,8 @@ def engine_to_dict(res) -> dict:
             "kv_memory_bytes_per_gpu": cap.kv_memory_bytes, "tokens": cap.tokens,
             "max_concurrency": cap.max_concurrency, "blocks": cap.blocks, "block_size": cap.block_size,
             "max_running": cap.max_running,
+            # requests of the context the pool holds while decoding, where not max_concurrency (the engine's printed)
+            "resident_concurrency": cap.resident,
             # what the plan's pool and request tokens are where not what memory holds (llama.cpp: -c's cells)
             **({"answer_labels": dict(zip(("kv_pool_tokens_per_deployment", "request_tokens_at_context"),
                                           cap.answer_labels))} if cap.answer_labels else {}),

@@ -89,3 +89,18 @@ def test_fit_json_and_text_show_it():
     assert above["what"] == "request slots" and above["bytes_per_gpu"] == 1_074_298_896
     text = runner.invoke(app, ["fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang", "--ctx", "128k"])
     assert "above it: request slots" in text.output and "2,049 x 131,076 x 4 B = 1.00 GiB" in text.output
+
+
+def test_emitted_fraction_says_where_the_slots_do_not_fit_above_it():
+    # --emit sglang may raise the fraction (boot.emit_advice); the room above it shrinks to (free before the weights)
+    # x (1 - fraction). Llama-3.1-8B at 128k on an H100: free before = 85,018,877,624 B (the profile's usable) -
+    # 536,870,912 B (tp 1's init) = 84,482,006,712 B; at 0.99 the room is 844,820,067 B, less than the 1,074,298,896 B
+    # of request slots (2,049 x 131,076 x 4): the advice says the server would not start; at 0.83 it fits
+    from kvplan.engines.sglang import boot
+
+    res = _result(LLAMA, 131_072, "0.5.23")
+    st = res.settings
+    assert st["usable_bytes"] - st["init_bytes"] == 84_482_006_712
+    said = boot._slots_overrun(res.plan, st, 0.99)
+    assert "1,074,298,896 B" in said and "844,820,067 B" in said and "start-up" in said
+    assert boot._slots_overrun(res.plan, st, 0.83) == ""

@@ -121,8 +121,8 @@ def _slots_overrun(plan, settings: dict, use: float) -> str:
     if size <= room:
         return ""
     return (f"; at that fraction the request-slot pool (req_to_token, {size:,} B) exceeds the {room:,} B left above "
-            "it: SGLang would run out of memory at start-up (a shorter --context-length or fewer "
-            "--max-running-requests make room)")
+            "it: SGLang would run out of memory at start-up (a shorter context length or fewer "
+            "max_running_requests make room)")
 
 
 def _scaled_by(settings: dict) -> str:

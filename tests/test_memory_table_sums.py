@@ -63,6 +63,12 @@ def test_memory_table_adds_up(engine, kvplan_home):
         left = p.budget_bytes - p.weight_bytes_per_gpu - p.overhead_bytes_per_gpu - r.lora_bytes
         rows = _rows(p, model, gpu)
         labels = list(rows)
+        if p.above_budget:  # what the engine allocates above its budget (SGLang's request slots): not a step of the sum
+            above = f"above it: {p.above_budget[0]}"
+            after = "× utilisation" if "× utilisation" in labels else "usable memory"  # a given budget: no scaling
+            assert labels[labels.index(after) + 1] == above, (engine, model, rows)
+            assert rows[above] == f"{gib(p.above_budget[1])} of {gib(p.above_budget[2])}"
+            labels.remove(above)
         if r.kv_cache_memory_bytes is not None:  # the budget given: shown as it is, nothing scaled
             assert p.kv_share == 1 and p.kv_memory_bytes_per_gpu == 20 * 2**30
             given = [label for label in labels if label.startswith("KV cache (")]  # (its input's name)

@@ -111,4 +111,8 @@ def test_a_plan_says_it_and_books_it_with_the_weights():
         eng = Vllm("0.29.0", {}, {})
         st = eng.settings(model, A100, Deployment(8), Request(context=4096))
         extra.append(eng.loaded_extra(eng.view(model, st), Deployment(8), st))
-    assert extra[1] - extra[0] == GPTQ_TP8
+    # the plain checkpoint's Marlin also drops its qzeros and g_idx (kvplan.engines.vllm.marlin_freed), which
+    # act-order keeps: a layer's shards at tp 8, group 32 (N, K): qkv (1,536, 4,096), o (4,096, 512), gate_up (2,752,
+    # 4,096), down (4,096, 1,376); qzeros K / 32 x N / 2 B = 98,304 + 32,768 + 176,128 + 88,064 = 395,264; g_idx 4 K
+    # rounded to 512 B blocks = 16,384 + 2,048 + 16,384 + 5,632 = 40,448; 32 layers: 13,942,784 B
+    assert extra[1] - extra[0] == GPTQ_TP8 - 32 * (395_264 + 40_448) == GPTQ_TP8 - 13_942_784

@@ -54,6 +54,9 @@ class Capacity(NamedTuple):
     # the answers table's labels for the pool row and the tokens-requests-can-use row, where the engine's pool is not
     # what memory holds (llama.cpp allocates the -c it is given: kvplan.engines.llamacpp.engine); None: the defaults
     answer_labels: tuple[str, str] | None = None
+    # what the engine allocates per GPU above its budget once the pool is sized, and the room there: (what, bytes,
+    # room bytes) (SGLang's request-slot pool, kvplan.engines.sglang.req_pool); None where kvplan prices none
+    above: tuple[str, int, int] | None = None
 
     @property
     def max_concurrency_int(self) -> int:

@@ -123,6 +123,9 @@ class Plan:
     # the share of what weights, overhead and adapters leave that the engine takes for the KV cache (TensorRT-LLM's
     # free_gpu_memory_fraction); 1: all of it. Set by the engine layer, so the memory table shows the step as data
     kv_share: float = 1.0
+    # what the engine allocates per GPU above its budget after sizing the pool, and the room there: (what, bytes,
+    # room bytes), set by the engine layer (SGLang's request-slot pool); (): none priced
+    above_budget: tuple = ()
 
     @property
     def binds(self) -> str | None:
@@ -362,6 +365,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
         state_pool_bytes_per_gpu=pooled.pool_bytes if pooled else 0,
         token_pool_bytes_per_gpu=pooled.token_pool_bytes if pooled else 0,
         pooled_state_bytes_per_sequence_per_gpu=pooled.held_bytes if pooled else 0, kv_share=kv_share,
+        above_budget=(),  # set by the engine layer where it prices one (SGLang's request slots)
     )
 
 

@@ -43,9 +43,10 @@ FIGURE_FORMATS = {
     "sglang GB": lambda v: f"{v / GIB:.2f} GB (GiB)",
     "dsv4 pools": lambda v: ", ".join(f"{k}={n:,}" for k, n in zip(("full", "swa", "c4", "c128", "c4_state",
                                                                      "c128_state"), v)),
+    "rows x entries int32": lambda v: f"{v[0]:,} x {v[1]:,} x 4 B = {v[2] / GIB:,.2f} GiB",
     # weights as an engine loads them: the checkpoint's bytes and what loading adds (padding, repacking, tables)
-    "checkpoint + loading": lambda v: f"{(v[0] + v[1]) / GIB:.2f} GiB = {v[0] / GIB:.2f} checkpoint + "
-                                      f"{v[1] / GIB:.2f} loading",
+    "checkpoint + loading": lambda v: f"{(v[0] + v[1]) / GIB:.2f} GiB = {v[0] / GIB:.2f} checkpoint "
+                                      f"{'+' if v[1] >= 0 else '-'} {abs(v[1]) / GIB:.2f} loading",
 }
 
 
@@ -100,6 +101,8 @@ def engine_to_dict(res) -> dict:
             "max_running": cap.max_running,
             # how a release that is not a plain X.Y.Z was read (a development build: the release before)
             **({"version_read": reading(cap.engine, cap.version)} if reading(cap.engine, cap.version) else {}),
+            # requests of the context the pool holds while decoding, where not max_concurrency (the engine's printed)
+            "resident_concurrency": cap.resident,
             # what the plan's pool and request tokens are where not what memory holds (llama.cpp: -c's cells)
             **({"answer_labels": dict(zip(("kv_pool_tokens_per_deployment", "request_tokens_at_context"),
                                           cap.answer_labels))} if cap.answer_labels else {}),
@@ -163,8 +166,7 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
         "kv_pool_tokens_per_deployment": plan.kv_cache_tokens,
         "request_tokens_at_context": plan.max_concurrency * r.context,
         "max_concurrency": plan.max_concurrency,
-        "max_context": plan.max_context,
-        "max_context_limited_by": plan.max_context_limited_by,
+        "max_context": plan.max_context, "max_context_limited_by": plan.max_context_limited_by,
         "context_limit": plan.context_limit,
         "fits": plan.fits, "binds": plan.binds,
         "decode_step_seconds": plan.decode_step_seconds,
@@ -174,8 +176,9 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
         "warnings": plan_warnings(plan),
     }
     if r.lora is not None:  # the adapters the engine keeps room for, and what it reserves per GPU
-        row["lora"] = r.lora.text
-        row["lora_bytes_per_gpu"] = r.lora_bytes
+        row["lora"], row["lora_bytes_per_gpu"] = r.lora.text, r.lora_bytes
+    if nested and plan.above_budget:  # what the engine allocates above its budget, and the room there (SGLang)
+        row["above_budget"] = dict(zip(("what", "bytes_per_gpu", "room_bytes_per_gpu"), plan.above_budget))
     if rank is None:
         del row["rank"]
     if nested and model.quantization.notes:  # what reading the checkpoint's quantization noticed (stderr's notes)
@@ -261,6 +264,10 @@ def _memory_rows(plans: list[Plan]) -> list:
     if any(p.kv_share != 1 for p in plans):  # the engine keeps a share of what is left (TensorRT-LLM's fraction)
         rows.insert(next(i for i, r in enumerate(rows) if r[0] == "= KV cache"),
                     ("× free fraction", lambda p: f"{p.kv_share:g} → {gib(p.binding_kv_memory_bytes)}"))
+    if any(p.above_budget for p in plans):  # what the engine allocates above its budget (SGLang's request slots)
+        at = next((i for i, r in enumerate(rows) if r[0] == "× utilisation"), 0) + 1
+        rows.insert(at, (f"  above it: {next(p.above_budget[0] for p in plans if p.above_budget)}",
+                         lambda p: f"{gib(p.above_budget[1])} of {gib(p.above_budget[2])}" if p.above_budget else "–"))
     if any(len(p.stages) > 1 for p in plans):  # under pipeline stages the column is one stage's GPU: say which
         rows.append(("stage shown (binds)", _stage_cell))
     return rows

@@ -110,7 +110,19 @@ def emit_advice(plan, settings: dict, model) -> tuple[float, str]:
     return flag, (f"margin: at --mem-fraction-static {flag:g}{raised}{vlm} kvplan expects about {have:,} tokens in "
                   f"the pool; {batch} x {ctx:,} need {batch * ctx:,}; the lowest value that keeps "
                   f"{MARGIN_FRACTION:.0%} is {flag_low:g} (kvplan's SGLang pool is checked end to end against only a "
-                  "few held-out logs)")
+                  "few held-out logs)" + _slots_overrun(plan, settings, use))
+
+
+def _slots_overrun(plan, settings: dict, use: float) -> str:
+    """Where the request-slot pool (kvplan.engines.sglang.req_pool) does not fit the memory left above fraction `use`
+    (the free memory before the weights x (1 - use)): that the server would not start, in words."""
+    size = plan.above_budget[1] if plan.above_budget else 0
+    room = int(_slope(plan, settings) * (1 - use))
+    if size <= room:
+        return ""
+    return (f"; at that fraction the request-slot pool (req_to_token, {size:,} B) exceeds the {room:,} B left above "
+            "it: SGLang would run out of memory at start-up (a shorter context length or fewer "
+            "max_running_requests make room)")
 
 
 def _scaled_by(settings: dict) -> str:

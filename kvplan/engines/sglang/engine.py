@@ -35,6 +35,7 @@ from kvplan.engines.sglang import layout as sglang_layout
 from kvplan.engines.sglang import mamba as sglang_mamba
 from kvplan.engines.sglang import multimodal as sglang_mm
 from kvplan.engines.sglang import quant_methods as sglang_quant
+from kvplan.engines.sglang import req_pool as sglang_req_pool
 from kvplan.engines.sglang import swa as sglang_swa
 from kvplan.engines.sglang import uma as sglang_uma
 from kvplan.engines.sglang.boot import emit_advice
@@ -155,15 +156,15 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     ]
     if swa_cell:
         lines.insert(4, Figure("SWA pool tokens", swa_tokens, "count"))
-    notes = []
     running, rows, said = sglang_mamba.scheduler(states, st.state, st.max_running_requests, full_tokens, context,
                                                  st.context_len or context)  # the server's context_len
-    lines[2:2], notes = rows, notes + said
+    lines[2:2], notes = rows, list(said)
     if running is not None:
         conc = min(conc, running)
         lines[-1:] = [Figure("max_running_requests", running, "count"), Figure(f"requests of {context:,} tokens",
                                                                                 conc, "ratio")]
-    lines += sglang_mm.rows(model, st, st.usable_bytes)
+    req_line, above = sglang_req_pool.priced(st, full_tokens, context, states)  # above the fraction (req_pool.py)
+    lines += [req_line, *sglang_mm.rows(model, st, st.usable_bytes)]
     if st.prefill_graph:
         lines.append(Figure("prefill CUDA-graph reserve", int(st.prefill_graph[1] * MIB), "MiB"))
         notes.append(sglang_prefill_graph.note(st.version, *st.prefill_graph))
@@ -173,7 +174,7 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
     pooled = sglang_mamba.pooled(model, dep, states, st.state, full_tokens * full_cell + swa_tokens * swa_cell) \
         if states else None
     return Capacity("sglang", st.version, budget, full_tokens, conc, context, full_cell + swa_cell,
-                    None, page, tuple(lines), tuple(notes), max_running=running, pooled=pooled)
+                    None, page, tuple(lines), tuple(notes), max_running=running, pooled=pooled, above=above)
 
 
 def pool_cell(model, dep, kv_dtype: DType, st: Settings) -> tuple[int, int, int]:
@@ -224,7 +225,8 @@ class Sglang(Engine):
         req, kv_said = sglang_dsa.served(model, gpu, version, req)
         said = (*said, *kv_said)
         res = super().result(model, gpu, dep, req)
-        return res._replace(plan=dataclasses.replace(res.plan, warnings=(*res.plan.warnings, *said))) if said else res
+        res = res._replace(plan=dataclasses.replace(res.plan, warnings=(*res.plan.warnings, *said))) if said else res
+        return sglang_req_pool.checked(res)  # the request-slot pool above the fraction
 
     def float32_served(self) -> tuple[str, str]:
         """A float32 config served as float16 (kvplan.engines.served_dtype.SGLANG_FLOAT32)."""

@@ -84,6 +84,7 @@ class Settings:
     uma_bytes: int = 0  # what those take from the pool (kvplan.engines.sglang.uma.overhead_bytes)
     os_held: int = 0  # what B lacks for the OS: os_memory on a unified GPU, else 0 (kvplan.engines.options.os_share)
     context_len: int = 0  # the server's model_config.context_len: its --context-length (engine_length), not a request's
+    running_given: int = 0  # --max-running-requests as given (the whole server's), 0: not given (req_pool.py)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -146,6 +147,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     else (backend or "off", piecewise, why),
                     multimodal=sglang_mm.is_multimodal(model, version, mm_flag), page_why=page_why,
                     aiter_factor=aiter, aiter_why=aiter_why, dsa=dsa, dsa_refused=dsa_refused, context_len=context_len,
+                    running_given=running,
                     **_unified(model, gpu, version, float(frac), opts))
 
 

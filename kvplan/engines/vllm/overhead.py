@@ -51,7 +51,7 @@ from kvplan.engines.vllm.runner import priced_v2
 from kvplan.engines.vllm.mxfp4 import (  # noqa: F401  (the MXFP4 backends' rules, re-exported)
     backend_for, nvidia_capability as _nvidia_capability, weights_repack_extra)
 from kvplan.engines import fp8_blocks, fp8_linear
-from kvplan.engines.vllm import (awq_bits, gdn_ba, marlin_dense_pad, marlin_fp8, marlin_moe_pad, v0_mla,
+from kvplan.engines.vllm import (awq_bits, gdn_ba, marlin_dense_pad, marlin_freed, marlin_fp8, marlin_moe_pad, v0_mla,
                                  w4a8)
 from kvplan.engines.vllm.load_split import load_limit, load_tensors
 from kvplan.engines.vllm.cudagraphs import (  # noqa: F401  (vLLM's CUDA-graph estimate, re-exported)
@@ -245,6 +245,7 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
                                + fp8_linear.partial_scale_bytes(model, dep, v)
                                + marlin_moe_pad.padded_bytes(model, dep, v, gpu)
                                + marlin_dense_pad.padded_bytes(model, dep, v, gpu)
+                               - marlin_freed.freed_bytes(model, dep, v, gpu)  # GPTQ's qzeros / g_idx dropped
                                + marlin_fp8.loaded_bytes(model, dep, v, gpu)
                                + w4a8.loaded_bytes(model, dep, v, gpu)),
             "encoder_profile": encoder_profile_bytes(model, encoder_budget(model, st.max_num_batched_tokens), v, v2,

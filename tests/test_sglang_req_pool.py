@@ -1,0 +1,106 @@
+"""SGLang's request-slot pool (kvplan.engines.sglang.req_pool): rows x (context_len + 4) int32 entries, allocated
+after the KV budget is read, so it comes out of the memory above mem_fraction_static; a plan whose pool does not fit
+there does not start. Expected figures are hand arithmetic on SGLang's source and sgl-project/sglang#5755's log."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.engines import resolve_engine
+from kvplan.engines.sglang import req_pool
+from kvplan.hardware.gpus import find_gpu
+from kvplan.planning.deploy import Deployment
+from kvplan.planning.plan import Request
+from kvplan.sources.catalog import find_in_catalog
+
+H100 = find_gpu("h100")
+SCOUT = find_in_catalog("llama-4-scout-17b-16e-instruct")
+LLAMA = find_in_catalog("llama-3.1-8b")
+
+
+def _result(model, ctx, version, opts=(), tp=1):
+    return resolve_engine("sglang", version, list(opts)).result(model, H100, Deployment(tp), Request(context=ctx))
+
+
+def _line(res):
+    return next(f for f in res.capacity.lines if f.label == req_pool.LABEL)
+
+
+def test_scout_at_its_default_context_is_the_80_gib_of_sglang_5755():
+    # sgl-project/sglang#5755 (Llama-4-Scout, --tp 8, no --context-length, H100s "total capacity of 79.10 GiB"):
+    # "Tried to allocate 80.04 GiB" with 20.08 GiB free. The pool: max_num_reqs = clamp(tokens / 10,485,760 x 512,
+    # 2048, 4096) = 2,048 (a pool of ~1.7M tokens gives 83), + 1 padding row = 2,049 rows; each row 10,485,760 + 4 =
+    # 10,485,764 int32: 2,049 x 10,485,764 x 4 = 85,941,321,744 B = 80.039 GiB, "80.04 GiB". Far above what SGLang
+    # leaves above the fraction, so the plan does not fit, and says why.
+    assert SCOUT.max_context == 10_485_760
+    for version in ("0.4.3", "0.5.23"):  # the padding row: passed by ModelRunner to 0.4.6, the pool's own from 0.5.11
+        res = _result(SCOUT, 10_485_760, version, tp=8)
+        assert _line(res).value == (2_049, 10_485_764, 85_941_321_744)
+        what, size, room = res.plan.above_budget
+        assert size == 85_941_321_744 and size > room
+        assert not res.plan.fits and res.plan.max_concurrency == 0
+        assert any("request-slot pool" in w.message and "start-up" in w.message for w in res.plan.warnings)
+
+
+def test_no_padding_row_from_047_to_0510():
+    # 0.4.7-0.5.10: ReqToTokenPool(size=max_num_reqs) allocates `size` rows: 2,048 x 10,485,764 x 4 = 85,899,378,688 B
+    for version in ("0.4.9", "0.5.3", "0.5.10"):
+        assert _line(_result(SCOUT, 10_485_760, version, tp=8)).value == (2_048, 10_485_764, 85_899_378_688)
+    assert _line(_result(SCOUT, 10_485_760, "0.5.11", tp=8)).value[0] == 2_049
+
+
+def test_it_takes_nothing_from_the_token_pool_and_shows_in_the_memory_rows():
+    # Llama-3.1-8B at 128k on one H100: the token pool (~412k tokens) gives an estimate of 412k / 131,072 x 512 =
+    # 1,609, clamped up to 2,048; + 1 = 2,049 rows x 131,076 x 4 B = 1,074,298,896 B (1.00 GiB). The pool is sized
+    # before it is allocated, so max_total_num_tokens is the same with or without it: the budget is not moved.
+    res = _result(LLAMA, 131_072, "0.5.23")
+    assert _line(res).value == (2_049, 131_076, 1_074_298_896)
+    what, size, room = res.plan.above_budget
+    assert (what, size) == ("request slots", 1_074_298_896) and size < room and res.plan.fits
+    # the room: the free memory before the weights x (1 - fraction in force) (req_pool.room)
+    st = res.settings
+    assert room == int((st["usable_bytes"] - st["init_bytes"] - st["os_held"]) * (1 - st["mem_fraction_static"]))
+    assert res.plan.kv_memory_bytes_per_gpu == res.capacity.kv_memory_bytes  # the budget is what it was
+
+
+def test_max_running_requests_by_release():
+    # --max-running-requests 64 on a tp-1 server (dp 1): 0.4.9 takes the flag as given, no padding row: 64 rows x
+    # 131,076 x 4 B = 64 x 524,304 = 33,555,456 B; 0.5.23 min(64, tokens // 2) = 64 + 1 padding row = 34,079,760 B
+    assert _line(_result(LLAMA, 131_072, "0.4.9", ["max_running_requests=64"])).value == (64, 131_076, 33_555_456)
+    assert _line(_result(LLAMA, 131_072, "0.5.23", ["max_running_requests=64"])).value == (65, 131_076, 34_079_760)
+    # the rule alone: 0.5.10-0.5.13 caps a flag by the estimate, 0.5.14 on by tokens // 2; before 0.5.10 the flag
+    assert req_pool.max_num_reqs("0.5.8", 9_000, 1, 100_000, 131_072) == 9_000
+    assert req_pool.max_num_reqs("0.5.12", 9_000, 1, 100_000, 131_072) == 2_048  # estimate clamped up to 2,048
+    assert req_pool.max_num_reqs("0.5.14", 9_000, 1, 100_000, 131_072) == 9_000  # tokens // 2 = 50,000
+    assert req_pool.max_num_reqs("0.5.14", 9_000, 4, 1_000, 131_072) == 500  # 9,000 // 4 = 2,250; 1,000 // 2
+    assert req_pool.max_num_reqs("0.5.3", None, 1, 1_000, 131_072) == 2_048  # no tokens // 2 before 0.5.10
+    assert req_pool.max_num_reqs("0.5.10", None, 1, 1_000, 131_072) == 500
+
+
+def test_fit_json_and_text_show_it():
+    runner = CliRunner()
+    out = runner.invoke(app, ["fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang", "--ctx", "128k", "--json"])
+    assert out.exit_code == 0, out.output
+    (plan,) = json.loads(out.stdout)["plans"]
+    above = plan["above_budget"]
+    assert above["what"] == "request slots" and above["bytes_per_gpu"] == 1_074_298_896
+    text = runner.invoke(app, ["fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang", "--ctx", "128k"])
+    assert "above it: request slots" in text.output and "2,049 x 131,076 x 4 B = 1.00 GiB" in text.output
+
+
+def test_emitted_fraction_says_where_the_slots_do_not_fit_above_it():
+    # --emit sglang may raise the fraction (boot.emit_advice); the room above it shrinks to (free before the weights)
+    # x (1 - fraction). Llama-3.1-8B at 128k on an H100: free before = 85,018,877,624 B (the profile's usable) -
+    # 536,870,912 B (tp 1's init) = 84,482,006,712 B; at 0.99 the room is 844,820,067 B, less than the 1,074,298,896 B
+    # of request slots (2,049 x 131,076 x 4): the advice says the server would not start; at 0.83 it fits
+    from kvplan.engines.sglang import boot
+
+    res = _result(LLAMA, 131_072, "0.5.23")
+    st = res.settings
+    assert st["usable_bytes"] - st["init_bytes"] == 84_482_006_712
+    said = boot._slots_overrun(res.plan, st, 0.99)
+    assert "1,074,298,896 B" in said and "844,820,067 B" in said and "start-up" in said
+    assert boot._slots_overrun(res.plan, st, 0.83) == ""

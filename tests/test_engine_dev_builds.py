@@ -117,3 +117,9 @@ def test_fit_json_carries_the_reading_and_a_plain_release_none():
     dev = json.loads(_invoke(*fit, "0.15.0rc2.dev46").stdout)["plans"][0]["engine"]
     assert "modelled as the release before it (0.14.x)" in dev["version_read"]
     assert "version_read" not in json.loads(_invoke(*fit, "0.15.0").stdout)["plans"][0]["engine"]
+
+
+def test_a_build_is_read_as_pep_440_normalizes_it_whatever_its_case():
+    # PEP 440 compares versions case-insensitively: 0.20.1RC1.DEV16 is 0.20.1rc1.dev16, below 0.20.1
+    assert Version("0.20.1RC1.DEV16") < Version("0.20.1") and parse_version("V0.20.1RC1.DEV16+cu128") == (0, 20, 0)
+    assert "before release 0.20.1" in reading("vllm", "0.20.1RC1.DEV16")

@@ -13,17 +13,20 @@ Llama-2-7B: 32 layers of 32 query heads of 128: 524,288 attention FLOPs a query-
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
+from kvplan.speed.corpus import read_corpus
 from kvplan.speed.ggml import materializes_scores, score_bytes_per_flop
 from kvplan.speed.model import StepModel, decode_features, prefill_features
 from kvplan.speed.shape import shape_for
 from kvplan.speed.terms import TERMS
 
 SPEC = find_in_catalog("llama-2-7b-hf")
+FIXTURES = Path(__file__).parent / "fixtures" / "speed"
 KV = TERMS.index("kv")
 
 
@@ -32,10 +35,22 @@ def test_a_run_without_flashattention_as_stated_or_by_its_builds_default():
     assert materializes_scores({"flash_attn": "off"}, None)
     assert not materializes_scores({"fa": 1}, "2024-01-10")  # stated on, before the default changed
     assert not materializes_scores({"flash_attn": "auto"}, "2025-07-22")
-    # unstated: llama-bench's default `flash_attn` { false } until llama.cpp#15434 (merged 2025-08-30), auto since
+    # unstated: llama-bench's own default `flash_attn` { false } until llama.cpp#23714 (commit aa46bda89, in a build of
+    # 2026-06-12), auto since; llama.cpp#15434 (2025-08-30) changed the other tools' default, not llama-bench's (its
+    # b8407 build of March 2026 printed `-fa, --flash-attn <0|1> (default: 0)`)
     assert materializes_scores({"ngl": 99}, "2025-07-22")
-    assert not materializes_scores({}, "2025-08-30")
+    assert materializes_scores({}, "2025-09-05")  # llama.cpp#15802's mmvq rows: after #15434, still llama-bench's off
+    assert materializes_scores({}, "2026-05-28")  # #23714's review still asking for the switch
+    assert not materializes_scores({}, "2026-06-12")
     assert not materializes_scores({}, None)  # no date: the current build
+
+
+@pytest.mark.parametrize("source", ["llamacpp-pr-17505", "llamacpp-pr-22880"])
+def test_a_flashattention_kernels_own_table_is_read_with_it(source):
+    # #17505 (CUDA mma FA, Volta) and #22880 (RDNA3 mma FA) benchmark their FlashAttention kernels, before and after,
+    # while llama-bench's default was off: their fixtures infer fa 1, and no point of theirs is priced without it
+    cases = [c for c in read_corpus(FIXTURES)[0] if c.source == source]
+    assert cases and not any(materializes_scores(c.flags, c.date) for c in cases)
 
 
 def test_score_bytes_per_attention_flop_of_llama_2_7b():

@@ -25,14 +25,23 @@ SERIES_END = 999  # "the last release of that series", where the release before 
 def parse_version(text: str) -> tuple[int, ...]:
     """'0.11.0' -> (0, 11, 0); '0.4.3.post4' -> (0, 4, 3); 'v0.20.1rc1' -> (0, 20, 1); a development build, the
     release before it: '0.20.1rc1.dev16' -> (0, 20, 0), '0.15.0rc2.dev46' -> (0, 14, 999), below 0.15.0."""
-    base = str(text).strip().lstrip("vV").split("+")[0]
-    nums = re.findall(r"\d+", base.split("rc")[0].split(".post")[0].split(".dev")[0])
-    if not nums:
+    base = _base(text)
+    v = _release(base)
+    if not v:
         raise KvplanError(f"cannot read engine version {text!r} (expected e.g. 0.11.0)", EXIT_USAGE,
                           param="engine_version", value=text)
-    v = tuple(int(n) for n in nums[:3])
     dev = DEV_BEFORE.fullmatch(base)
     return _before(v) if dev and tuple(map(int, dev.groups())) == v else v
+
+
+def _base(text) -> str:
+    """A version as PEP 440 compares it: no 'v', no local '+...' part, lower case ('V0.20.1RC1+cu1' -> '0.20.1rc1')."""
+    return str(text).strip().lstrip("vV").split("+")[0].lower()
+
+
+def _release(base: str) -> tuple[int, ...]:
+    """The release a version names, its pre-, post- or dev-release suffix dropped: '0.20.1rc1.dev16' -> (0, 20, 1)."""
+    return tuple(int(n) for n in re.findall(r"\d+", base.split("rc")[0].split(".post")[0].split(".dev")[0])[:3])
 
 
 def _before(v: tuple[int, ...]) -> tuple[int, ...]:
@@ -52,7 +61,7 @@ def reading(engine: str, version: str | None) -> str | None:
     v, stated = parse_version(version), str(version).strip()
     if stated.lstrip("vV") == dotted(v):
         return None
-    release = ".".join(re.findall(r"\d+", stated.lstrip("vV").split("+")[0].split("rc")[0].split(".dev")[0])[:3])
+    release = dotted(_release(_base(stated)))
     if v != parse_version(release):
         return (f"{engine} {stated} is a development build made before release {release}: modelled as the release "
                 f"before it ({dotted(v)}); a change first shipped in {release} is not assumed")

@@ -56,12 +56,14 @@ written by K.Q, 4 read and 4 written by the softmax, 4 read and 2 written by the
 all (SCORE_BYTES; the mask, one row per token for all heads, left out). Every query of a micro-batch scores every cached
 cell of the view, its own micro-batch's later tokens too (masked after the product), so a micro-batch of q tokens of
 one sequence forms q x (q - 1) / 2 pairs past the causal ones the attention term counts (kvplan.speed.terms.features
-adds them to the scores, not to the FLOPs). llama-bench's `cmd_params_defaults` had `flash_attn` { false } and has
-LLAMA_FLASH_ATTN_TYPE_AUTO at ggml-org/llama.cpp@0104b151 tools/llama-bench/llama-bench.cpp; kvplan dates the switch
-at llama.cpp#15434 (`llama: use FA + max. GPU layers by default`, merged 2025-08-30), an assumption: llama-bench's own
-commit for it was not read (of the training runs, only llama.cpp#15802's of 2025-09-05, pp512 at micro-batches of 1-8
-tokens, falls where the two could differ). A run that states `fa` (or `flash_attn`) is read as stated
-(`materializes_scores`).
+adds them to the scores, not to the FLOPs). llama-bench's `cmd_params_defaults` kept `flash_attn` { false } after
+llama.cpp#15434 (2025-08-30) made FlashAttention the default of the other tools: llama.cpp#23714 (`Support -fa auto in
+llama-bench`, opened 2026-05-26: "The default is still kept as -fa off") flipped it to LLAMA_FLASH_ATTN_TYPE_AUTO in
+commit aa46bda89, which a build of 2026-06-12 (e37abd6b5) holds (a user's bisection of that build's pp512 drop to
+aa46bda89); the b8407 build's (March 2026) `llama-bench -h` still printed `-fa, --flash-attn <0|1> (default: 0)`.
+kvplan dates the switch at 2026-06-12 (FA_DEFAULT_SINCE); a run stating nothing between 2026-05-28 (the review asking
+for it) and that day cannot be told and is read as off. A run that states `fa` (or `flash_attn`), or whose fixture
+infers it (a FlashAttention kernel's own before/after table), is read as stated (`materializes_scores`).
 
 `paths(...)` gives a Shape's `paths`: ((first tokens per step, FLOP/s, extra bytes per step), ...), ascending;
 a step of n tokens takes the last entry whose first is <= n (kvplan.speed.terms.path_at). A rate the profile
@@ -82,7 +84,7 @@ RDNA3_MMA_SINCE = "2025-12-05"  # llama.cpp#17576 merged: WMMA int8 MMQ on RDNA3
 RDNA3_TUNED_SINCE = "2026-01-06"  # llama.cpp#18537 merged: Q2_K / Q6_K / IQ2_XS / IQ2_S to rocBLAS past 128 on RDNA3
 RDNA3_5_SINCE = "2026-01-10"  # llama.cpp#18666 merged: RDNA3.5's own bounds for Q6_K and the IQ2 types
 SCORE_BYTES = 20  # bytes moved per attention score without FlashAttention (module docstring)
-FA_DEFAULT_SINCE = "2025-08-30"  # llama.cpp#15434 merged: FlashAttention on by default (auto)
+FA_DEFAULT_SINCE = "2026-06-12"  # llama-bench's fa default auto (llama.cpp#23714), in a build by then
 MMQ_TYPES = frozenset({"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "mxfp4", "nvfp4", "q2_k", "q3_k", "q4_k", "q5_k",
                        "q6_k", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq4_xs", "iq4_nl",
                        "q3_k_m", "q4_k_m", "q5_k_m"})  # mmq.cu's switch; a _K_M mix is its k-quant types

@@ -2,10 +2,12 @@
 
 Fields as ggml-org/llama.cpp@08d0baac:tools/llama-bench/README.md shows them: `model_filename`,
 `model_type`, `gpu_info`, `backends`, `build_commit`, `build_number`, `n_batch`, `n_ubatch`, `type_k`,
-`n_prompt`, `n_gen`, `n_depth`, `avg_ts` (tokens/s, the mean of the repetitions). A row with `n_gen`
+`flash_attn`, `n_prompt`, `n_gen`, `n_depth`, `avg_ts` (tokens/s, the mean of the repetitions). A row with `n_gen`
 0 is a prompt-processing test (pp: `n_prompt` tokens in one batch), one with `n_prompt` 0 a generation
 test (tg: `n_gen` tokens one at a time, after `n_depth` tokens already in the cache). The markdown
-table keeps only model, backend, test (`pp512`, `tg128 @ d512`) and `t/s` (`mean ± sd`).
+table keeps only model, backend, test (`pp512`, `tg128 @ d512`) and `t/s` (`mean ± sd`), plus the fields a run set
+away from llama-bench's defaults: `flash_attn` as `fa` only then (ggml-org/llama.cpp@050fc7f3
+tools/llama-bench/llama-bench.cpp, markdown_printer: `params.flash_attn != cmd_params_defaults.flash_attn`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ def _micro_batch(row: dict) -> int | None:
     return micro_batch(ub, numbers.count(row.get("n_batch"))) if ub else ub
 
 
+def _stated(value) -> str | None:
+    """A row's `flash_attn` as it printed it: 0 / 1 / -1 (auto), true / false (JSON's bool), on / off / auto."""
+    return numbers.text(str(value).lower(), 10) if isinstance(value, (str, int, bool)) else None
+
+
 def _run(row: dict, label: str | None) -> BenchRun | None:
     pp, tg, depth = (numbers.figure(row.get(k)) for k in ("n_prompt", "n_gen", "n_depth"))
     rate = numbers.figure(row.get("avg_ts"))
@@ -55,7 +62,7 @@ def _run(row: dict, label: str | None) -> BenchRun | None:
         gpu_name=numbers.text(row.get("gpu_info")), gpus=1, tp=1, isl=int(pp) if pp else None,
         osl=int(tg) if tg else None,
         lengths="fixed", concurrency=1, num_prompts=1, kv_dtype=numbers.text(row.get("type_k"), 20),
-        max_tokens=_micro_batch(row), depth=int(depth or 0))
+        max_tokens=_micro_batch(row), depth=int(depth or 0), flash_attn=_stated(row.get("flash_attn")))
     tag = f"{'pp' if pp else 'tg'}{n}" + (f" @ d{int(depth)}" if depth else "")
     return BenchRun("llama-bench", label or tag, settings, {metric: Stat(mean=rate)} if rate is not None else {})
 
@@ -109,6 +116,6 @@ def parse_md(text: str) -> list[BenchRun]:
             continue
         kind, n, depth = m.group(1), int(m.group(2)), int(m.group(3) or 0)
         rows.append({"model_type": cells.get("model"), "n_prompt": n if kind == "pp" else 0,
-                     "n_gen": n if kind == "tg" else 0, "n_depth": depth,
+                     "n_gen": n if kind == "tg" else 0, "n_depth": depth, "flash_attn": cells.get("fa"),
                      "avg_ts": cells.get("t/s", "").split("±")[0].strip()})
     return parse_rows(rows)

@@ -59,6 +59,7 @@ class Settings:
     scheduler_policy: str | None = None  # the engine's capacity scheduler policy, where stated (trtllm-bench)
     depth: int = 0  # llama-bench: tokens already in the cache (-d)
     endpoint: str | None = None  # chat | completions, where the file says (kvplan.speed.frontend.ENDPOINTS)
+    flash_attn: str | None = None  # llama-bench: the row's FlashAttention setting (`flash_attn`, the md table's `fa`)
 
 
 @dataclass(frozen=True)

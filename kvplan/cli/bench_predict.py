@@ -30,6 +30,7 @@ from kvplan.simulator.session import run_all
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.readers.chat_format import chat_format
 from kvplan.speed.fields import IN_PROCESS_TOOLS
+from kvplan.speed.ggml import FA_DEFAULT_SINCE, materializes_scores
 from kvplan.speed.frontend import native_chat
 
 
@@ -193,6 +194,21 @@ def _llama_bench(sim, cfg, s) -> dict:
     return {"tg_tok_s": Stat(mean=1.0 / tpot)} if tpot else {}
 
 
+def _flash_attn_note(s) -> str | None:
+    """What a llama-bench row says of FlashAttention, where it may not be what kvplan prices. The simulator's step
+    model prices attention as FlashAttention runs it (StepModel refuses llama.cpp's materialized scores, which only
+    the corpus fit prices: kvplan.speed.ggml), so a run without it is said to be slower than predicted, not priced."""
+    if s.flash_attn is None:  # llama-bench's md table has an `fa` column only where the run set it
+        why = ("the file states no FlashAttention setting (llama-bench's default was off in builds before "
+               f"{FA_DEFAULT_SINCE}, llama.cpp#23714)")
+    elif materializes_scores({"flash_attn": s.flash_attn}, None):
+        why = f"FlashAttention off (the file's flash_attn {s.flash_attn})"
+    else:
+        return None
+    return (f"{why}; kvplan prices attention with FlashAttention on, so a run without it is expected "
+            "slower than predicted (its attention scores written to memory and read back, more at depth)")
+
+
 def _load_note(s, rate) -> str:
     """How the run's load is simulated, in one line."""
     lengths = f"every request {s.isl:,} tokens in, {s.osl:,} out" + (f" ({s.lengths})" if s.lengths else "")
@@ -236,7 +252,8 @@ def predict(run: BenchRun, r: Resolved, hw_profiles) -> tuple[dict, object, list
     if not s.max_tokens:
         notes.append(f"{cfg.max_num_batched_tokens:,} tokens a step ({held.tokens_from}; not in the file)")
     if run.tool == "llama-bench":
-        return _llama_bench(sim, cfg, s), sim, notes
+        fa = _flash_attn_note(s)
+        return _llama_bench(sim, cfg, s), sim, notes + ([fa] if fa else [])
     wanted = s.num_prompts or load.DEFAULT_REQUESTS
     n = load.request_count(math.ceil(wanted / r.replicas), s.isl, s.osl)
     if n * r.replicas < wanted:

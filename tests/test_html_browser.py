@@ -184,6 +184,16 @@ def _legend(dom: str) -> list[str]:
     return re.findall(r'class="legendtext"[^>]*>([^<]*)<', dom)
 
 
+def _dom(browser: str, page: Path, tmp_path: Path) -> str:
+    """The page's DOM once its scripts ran in headless Chromium; a skip, saying why, where Chromium cannot run."""
+    out = subprocess.run([browser, "--headless", "--disable-gpu", "--no-sandbox", "--disable-dev-shm-usage",
+                          "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=3000",
+                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    if "<html" not in out.stdout:
+        pytest.skip(f"Chromium could not run here: {out.stderr.strip().splitlines()[-1:]}")
+    return out.stdout
+
+
 def test_trtllm_free_fraction_is_labelled_left_free(tmp_path):
     # TensorRT-LLM's pool is free_gpu_memory_fraction (0.9) of what weights and overhead leave, its budget the
     # whole GPU: the 10% it leaves is inside the budget, drawn as "left free", and nothing is outside the budget.
@@ -205,12 +215,8 @@ def test_trtllm_free_fraction_is_labelled_left_free(tmp_path):
     assert r["kv_share"] == 0.9 and abs(r["kv_memory_bytes_per_gpu"] - 0.9 * room) <= 1
     page = tmp_path / "trtllm.html"
     page.write_text(render_html(rows, title="trtllm", summary=[], currency="USD"), encoding="utf-8")
-    out = subprocess.run([browser, "--headless", "--disable-gpu", "--no-sandbox", "--disable-dev-shm-usage",
-                          "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=3000",
-                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
-    if "<html" not in out.stdout:
-        pytest.skip(f"Chromium could not run here: {out.stderr.strip().splitlines()[-1:]}")
-    legend = _legend(out.stdout)
+    dom = _dom(browser, page, tmp_path)
+    legend = _legend(dom)
     assert "left free (1 − free fraction)" in legend and "outside the budget" not in legend
     assert {"weights", "overhead", "KV cache"} <= set(legend)
     # the bar's hover value is the remainder, 0.1 x room, in GiB to three places
@@ -237,12 +243,7 @@ def test_simulate_page_under_stages_shows_the_binding_stage_and_the_given_pool(t
                                  "--workload", "chat", "--qps", "5", "--duration", "10", "-o", str(page)])
     assert r.exit_code == 0, r.output
     assert "KV pool 4.00 GiB per GPU of layers 21-41, the stage that binds" in r.stderr
-    out = subprocess.run([browser, "--headless", "--disable-gpu", "--no-sandbox", "--disable-dev-shm-usage",
-                          "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=3000",
-                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
-    if "<html" not in out.stdout:
-        pytest.skip(f"Chromium could not run here: {out.stderr.strip().splitlines()[-1:]}")
-    dom = out.stdout
+    dom = _dom(browser, page, tmp_path)
     assert "KV memory per GPU (layers 21-41, the stage that binds)" in dom  # the chart's title, drawn by plotly
     assert "KV pool stage: layers 21-41" in dom and "KV pool per GPU: 4.00 GiB (4,294,967,296 bytes)" in dom
     assert "KV pool" in _legend(dom)
@@ -250,3 +251,40 @@ def test_simulate_page_under_stages_shows_the_binding_stage_and_the_given_pool(t
     figs = json.loads(re.search(r'id="kvplan-figures">(.*?)</script>', text, re.S).group(1))
     kv = {t["name"]: t["y"] for t in figs["kv"]["data"]}
     assert kv["KV pool"] == [4.0, 4.0] and max(kv["reserved"]) <= 4.0
+
+
+def test_sglang_request_slots_are_drawn_above_the_budget(tmp_path):
+    # SGLang 0.5.23, Llama-3.1-8B on an H100 at 128k: the request-slot pool is 2,049 rows x 131,076 x 4 B =
+    # 1,074,298,896 B (the text memory table's "above it: request slots" row, tests/test_sglang_req_pool.py), drawn out
+    # of the memory outside the budget: 1,074,298,896 / 2^30 = 1.0005 GiB, 1.001 in the chart, 1.00 in the table
+    from kvplan.compare.sweep import sweep
+    from kvplan.engines import resolve_engine
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.report.export import sweep_rows
+    from kvplan.report.html import render_html
+    from kvplan.sources.catalog import find_in_catalog
+
+    browser = chromium()
+    result = sweep([find_in_catalog("llama-3.1-8b")], [find_gpu("h100")], [1], [131_072],
+                   engine=resolve_engine("sglang", "0.5.23", ()))
+    rows = sweep_rows(result)
+    r = rows[0]
+    assert r["above_budget_bytes_per_gpu"] == 1_074_298_896
+    rest = r["usable_memory_bytes_per_gpu"] - r["weight_bytes_per_gpu"] - r["overhead_bytes_per_gpu"] \
+        - r["kv_memory_bytes_per_gpu"]
+    page = tmp_path / "sglang.html"
+    page.write_text(render_html(rows, title="sglang", summary=[], currency="USD"), encoding="utf-8")
+    dom = _dom(browser, page, tmp_path)
+    legend = _legend(dom)
+    assert "request slots (above the budget)" in legend and "outside the budget" in legend
+    text = page.read_text(encoding="utf-8").replace(" ", "")
+    # the slots' bar, and the outside bar less them: together what is outside the budget
+    assert '"x":[1.001]' in text and f'"x":[{round((rest - 1_074_298_896) / 2**30, 3)}]' in text
+    table = re.search(r'<table id="plans">.*?</table>', dom, re.S).group(0)
+    assert "request slots GiB/GPU (above the budget)</th>" in table and '<td data-v="1074298896">1.00</td>' in table
+
+
+def test_no_request_slot_column_where_no_plan_has_the_pool(loaded):
+    # the sweep of the module's page plans with the engine-neutral planner: nothing above its budget, so neither the
+    # table's column nor the chart's part
+    assert "request slots GiB/GPU" not in loaded["dom"] and "request slots (above" not in _legend(loaded["dom"])

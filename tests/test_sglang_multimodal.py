@@ -119,3 +119,14 @@ def test_the_cache_size_is_emitted_as_sglangs_environment_variable(kvplan_home):
     assert "at --mem-fraction-static 0.88 " in note and "0.836 in force" in note
     r = CliRunner().invoke(app, args)
     assert shlex.split(unwrapped(r.stdout).strip().splitlines()[-1])[0] == "python"  # unset: SGLang's own 100
+
+
+def test_the_headroom_is_the_free_memory_before_the_weights_above_the_fraction():
+    # SGLang sizes its pool from rest = free_after_weights - free_before_weights x (1 - f) (0.5.23
+    # mem_cache/kv_cache_configurator.py L2990-3060), so what it leaves above the fraction is free_before x (1 - f),
+    # the free memory once the CUDA context is up, not the GPU's usable memory x (1 - f). Gemma 3 27B on one H100 at
+    # a given 0.8 (not scaled by the VLM factor in 0.5.23): (85,018,877,624 usable - 536,870,912 tp-1 init) x 0.2
+    # = 84,482,006,712 x 0.2 = 16,896,401,342 B (usable x 0.2 would be 17,003,775,524 B, 0.10 GiB high)
+    _, cap = _settings(find_in_catalog("gemma-3-27b-it"), "mem_fraction_static=0.8", "enable_multimodal=true")
+    (head,) = [f.value for f in cap.lines if f.label == "headroom above the fraction"]
+    assert head == 16_896_401_342

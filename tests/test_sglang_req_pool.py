@@ -104,3 +104,50 @@ def test_emitted_fraction_says_where_the_slots_do_not_fit_above_it():
     said = boot._slots_overrun(res.plan, st, 0.99)
     assert "1,074,298,896 B" in said and "844,820,067 B" in said and "start-up" in said
     assert boot._slots_overrun(res.plan, st, 0.83) == ""
+
+
+def _plan(model, gpu, ctx, version="0.5.23", kv="auto", tp=8):
+    from kvplan.planning.request import read_request
+    req = read_request(model, context=ctx, kv_dtype=kv)
+    return resolve_engine("sglang", version, []).result(model, find_gpu(gpu), Deployment(tp), req)
+
+
+def test_the_longest_context_is_one_whose_request_slots_fit_above_the_fraction():
+    # Llama-4-Scout, tp 8 on H100s, fp8 KV, 0.5.23: the token pool holds 3,332,204 tokens, so one request of that
+    # length fits the pool; but the server started at --context-length n allocates 2,049 rows x (n + 4) x 4 B (for n
+    # above tokens / 4 the estimate 3,332,204 / n x 512 < 2,048 is clamped up to 2,048, + 1 padding row) above the
+    # fraction, whose room is (85,018,877,624 usable - 2,039,480,320 tp-8 init) x (1 - 0.812) = 15,600,126,693 B.
+    # 2,049 x 4 = 8,196 B per position: 15,600,126,693 // 8,196 = 1,903,382 = n + 4, so n = 1,903,378
+    # (8,196 x 1,903,382 = 15,600,118,872 <= room; one more position, 15,600,127,068, is over it).
+    res = _plan(SCOUT, "h100", 10_485_760, kv="fp8")
+    assert res.capacity.tokens == 3_332_204 and res.plan.above_budget[2] == 15_600_126_693
+    assert res.plan.max_context == 1_903_378 and res.plan.max_context_limited_by == "memory"  # was 3,332,204
+    # the plan at that context fits and one token longer does not: the search judges a context as the plan does
+    assert _plan(SCOUT, "h100", 1_903_378, kv="fp8").plan.fits
+    longer = _plan(SCOUT, "h100", 1_903_379, kv="fp8").plan
+    assert not longer.fits and longer.above_budget[1] == 15_600_127_068
+
+
+def test_below_a_quarter_of_the_pool_the_estimate_takes_more_rows():
+    # H200, fp8 KV, 0.5.23: 9,540,721 tokens, room 15,843,427,614 B. Between tokens / 8 and tokens / 4 the estimate
+    # (tokens / n x 512, 2,048 to 4,096 rows) makes the pool ~ tokens x 512 x 4 B = 19.5 GB, over the room, and
+    # above tokens / 4 it only grows; below tokens / 8 = 1,192,590 it is 4,097 rows x (n + 4) x 4 = 16,388 B per
+    # position: 15,843,427,614 // 16,388 = 966,770 = n + 4, so n = 966,766 (the token pool alone allowed 9,540,721)
+    res = _plan(SCOUT, "h200", 10_485_760, kv="fp8")
+    assert res.capacity.tokens == 9_540_721 and res.plan.above_budget[2] == 15_843_427_614
+    assert res.plan.max_context == 966_766
+    assert req_pool.pool_bytes("0.5.23", req_pool.max_num_reqs("0.5.23", None, 1, 9_540_721, 966_766), 966_766) \
+        == 4_097 * 966_770 * 4
+
+
+def test_a_fixed_context_length_whose_slots_overrun_leaves_no_context():
+    # --max-model-len 10,485,760 fixes the server's --context-length, so the pool is sglang#5755's 80.04 GiB
+    # (2,049 x 10,485,764 x 4 B) at every request length, over the 15,600,126,693 B room of tp 8 at 0.812: no request
+    # length is served, so the longest context is 0, not the 1,666,102 tokens the token pool alone would hold
+    out = CliRunner().invoke(app, ["fit", "llama-4-scout-17b-16e-instruct", "--gpu", "h100", "--tp", "8", "--engine",
+                                   "sglang", "--engine-version", "0.5.23", "--max-model-len", "10485760", "--ctx",
+                                   "1M", "--json"])
+    assert out.exit_code == 0, out.output
+    plan = json.loads(out.stdout)  # one deployment (--tp): the plan itself
+    assert plan["above_budget"]["bytes_per_gpu"] == 85_941_321_744 > plan["above_budget"]["room_bytes_per_gpu"]
+    assert plan["kv_cache_tokens"] == 1_666_102 and plan["max_context"] == 0 and not plan["fits"]

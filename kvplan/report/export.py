@@ -36,6 +36,7 @@ GIB_BESIDE = {
     "token_pool_bytes_per_gpu": "token_pool_gib_per_gpu",
     "kv_used_bytes_per_gpu": "kv_used_gib_per_gpu",
     "free_bytes_per_gpu": "free_gib_per_gpu",
+    "above_budget_bytes_per_gpu": "above_budget_gib_per_gpu",
 }
 
 # Spreadsheets run a cell that starts with one of these as a formula (CSV injection). Text cells
@@ -119,7 +120,7 @@ ROW_KEYS = (
     "kv_bytes_per_token_per_gpu", "kv_bytes_per_sequence", "kv_bytes_per_sequence_per_gpu",
     "state_bytes_per_sequence", "state_bytes_per_sequence_per_gpu", "kv_memory_bytes_per_gpu",
     "state_pool_bytes_per_gpu", "token_pool_bytes_per_gpu", "pooled_state_bytes_per_sequence_per_gpu",
-    "kv_used_bytes_per_gpu", "free_bytes_per_gpu", "kv_cache_tokens",
+    "kv_used_bytes_per_gpu", "free_bytes_per_gpu", "above_budget_bytes_per_gpu", "kv_cache_tokens",
     "kv_pool_tokens_per_deployment", "request_tokens_at_context", "max_concurrency", "max_context",
     "max_context_limited_by", "context_limit", "fits", "binds", "decode_step_seconds",
     "decode_tokens_per_second", "decode_tokens_per_second_per_request", "speculative", "warnings",

@@ -35,11 +35,13 @@ TABLE = [
     ("weights GiB/GPU", "weight_bytes_per_gpu", "gib"), ("overhead GiB/GPU", "overhead_bytes_per_gpu", "gib"),
     ("KV cache GiB/GPU", "kv_memory_bytes_per_gpu", "gib"),
     ("KV/sequence GiB/GPU", "kv_bytes_per_sequence_per_gpu", "gib"),
+    ("request slots GiB/GPU (above the budget)", "above_budget_bytes_per_gpu", "gib"),
     ("decode tok/s (batch, calibrated)", "decode_tokens_per_second_calibrated", "float1"),
     ("decode tok/s (batch, roofline bound)", "decode_tokens_per_second", "float1"),
     ("price/GPU-h", "price_per_gpu_hour", "money"),
 ]
 CALIBRATED_KEY = "decode_tokens_per_second_calibrated"  # left out of the table and chart with --speed roofline
+ABOVE_KEY = "above_budget_bytes_per_gpu"  # shown where a plan has it (SGLang's request slots, the only one priced)
 # Distinct colours for the lines and bars of one chart (Kelly's colours of maximum contrast, white and
 # black left out, most distinct first); plotly's default ten repeat after ten deployments.
 COLOURS = ["#0067a5", "#f38400", "#008856", "#be0032", "#875692", "#a1caf1", "#f3c300", "#848482", "#e68fac",
@@ -103,6 +105,9 @@ OUTSIDE = "outside the budget"
 # rest is inside its budget, left free by that fraction, not outside a utilisation it does not have (issue 22)
 LEFT_FREE = "left free (1 − free fraction)"
 STATES = "state pool"  # recurrent-state slots allocated up front (plan_to_dict's state_pool_bytes_per_gpu)
+# what the engine allocates above its budget once the pool is sized, out of what is outside it (plan_to_dict's
+# above_budget_bytes_per_gpu: SGLang's request-slot pool, the text memory table's "above it: request slots" row)
+ABOVE = "request slots (above the budget)"
 
 
 def _memory_figure(deployments: list[list[dict]], label: dict, base: dict, of: str) -> dict:
@@ -114,7 +119,7 @@ def _memory_figure(deployments: list[list[dict]], label: dict, base: dict, of: s
     # "outside the budget": 1 − utilisation, what the engine leaves alone; not the terminal's "free" (KV cache
     # left after batch × context)
     # an engine's recurrent-state pool (SGLang's hybrids) is its own bar out of the KV cache
-    parts = {"weights": [], "overhead": [], STATES: [], "KV cache": [], LEFT_FREE: [], OUTSIDE: []}
+    parts = {"weights": [], "overhead": [], STATES: [], "KV cache": [], LEFT_FREE: [], ABOVE: [], OUTSIDE: []}
     for v in mem:
         r = v[0]
         w, o, kv = r["weight_bytes_per_gpu"], r["overhead_bytes_per_gpu"], max(r["kv_memory_bytes_per_gpu"], 0)
@@ -123,14 +128,15 @@ def _memory_figure(deployments: list[list[dict]], label: dict, base: dict, of: s
         # where the engine keeps a share of what is left (kv_share < 1), what its budget holds past the pool is
         # that share's remainder; the rest of the GPU is outside the budget as elsewhere
         left = 0 if r.get("kv_share", 1.0) == 1 else min(rest, max(r["budget_bytes_per_gpu"] - w - o - kv, 0))
-        for part, value in zip(parts, (w, o, states, kv - states, left, rest - left)):
+        above = r.get(ABOVE_KEY, 0)  # drawn whole: a pool larger than the room runs past the GPU's memory
+        for part, value in zip(parts, (w, o, states, kv - states, left, above, max(rest - left - above, 0))):
             parts[part].append(round(value / GIB, 3))
-    for part in (STATES, LEFT_FREE, OUTSIDE):  # a part no bar has is not in the legend (a budget of the whole GPU)
+    for part in (STATES, LEFT_FREE, ABOVE, OUTSIDE):  # a part no bar has is not in the legend (a whole-GPU budget)
         if not any(parts[part]):
             del parts[part]
     axis_end = max((v[0]["usable_memory_bytes_per_gpu"] for v in mem), default=0) * 1.1 / GIB
     colours = {"weights": "#4c78a8", "overhead": "#f58518", STATES: "#b279a2", "KV cache": "#54a24b",
-               LEFT_FREE: "#e0d8cf", OUTSIDE: "#bab0ac"}
+               LEFT_FREE: "#e0d8cf", ABOVE: "#9d755d", OUTSIDE: "#bab0ac"}
     return {
         "data": [{"type": "bar", "orientation": "h", "name": part, "y": names, "x": xs,
                   "marker": {"color": colours[part]}, "hovertemplate": "%{x:.2f} GiB<extra>" + part + "</extra>"}
@@ -215,7 +221,8 @@ SIM_TABLE = [
 
 
 def _table(rows: list[dict], calibrated: bool = False) -> str:
-    columns = [c for c in TABLE if calibrated or c[1] != CALIBRATED_KEY]
+    above = any(r.get(ABOVE_KEY) for r in rows)  # the request-slot column only where a plan has the pool
+    columns = [c for c in TABLE if (calibrated or c[1] != CALIBRATED_KEY) and (above or c[1] != ABOVE_KEY)]
     columns += SIM_TABLE if rows and "sim_mean_running" in rows[0] else []
     head = "".join(f'<th data-k="{"t" if kind == "text" else "n"}">{_esc(h)}</th>' for h, _, kind in columns)
     body = []
@@ -277,7 +284,9 @@ SECTIONS = [
      "outside the engine's budget (1 − GPU memory utilisation; the terminal's \"free\" is something else: "
      "the KV cache left after batch × context). Where the engine's pool is a share of the free memory "
      "(TensorRT-LLM's free_gpu_memory_fraction), what the share leaves inside its budget is a bar of its own, "
-     "left free. A deployment whose weights do not fit is marked ✗; the axis "
+     "left free. What the engine allocates above its budget once the pool is sized (SGLang's request-slot pool) is "
+     "drawn out of the memory outside it, whole, so a pool larger than that room runs past the GPU's memory. "
+     "A deployment whose weights do not fit is marked ✗; the axis "
      "ends just past the largest GPU. Best-ranked deployments first."),
     ("concurrency", "Max concurrency against context",
      "Requests of each context that fit at once in the KV cache, per deployment; a context past the model's "

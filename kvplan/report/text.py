@@ -162,10 +162,10 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
         "state_pool_bytes_per_gpu": pool, "token_pool_bytes_per_gpu": plan.token_pool_bytes_per_gpu,
         "pooled_state_bytes_per_sequence_per_gpu": plan.pooled_state_bytes_per_sequence_per_gpu,
         "kv_used_bytes_per_gpu": used, "free_bytes_per_gpu": plan.free_bytes_per_gpu,
+        "above_budget_bytes_per_gpu": plan.above_budget[1] if plan.above_budget else 0,  # SGLang's request slots
         "kv_cache_tokens": plan.kv_cache_tokens,  # = kv_pool_tokens_per_deployment (kept for old readers)
         "kv_pool_tokens_per_deployment": plan.kv_cache_tokens,
-        "request_tokens_at_context": plan.max_concurrency * r.context,
-        "max_concurrency": plan.max_concurrency,
+        "request_tokens_at_context": plan.max_concurrency * r.context, "max_concurrency": plan.max_concurrency,
         "max_context": plan.max_context, "max_context_limited_by": plan.max_context_limited_by,
         "context_limit": plan.context_limit,
         "fits": plan.fits, "binds": plan.binds,

@@ -164,11 +164,11 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
         lines[-1:] = [Figure("max_running_requests", running, "count"), Figure(f"requests of {context:,} tokens",
                                                                                 conc, "ratio")]
     req_line, above = sglang_req_pool.priced(st, full_tokens, context, states)  # above the fraction (req_pool.py)
-    lines += [req_line, *sglang_mm.rows(model, st, st.usable_bytes)]
+    lines += [req_line, *sglang_mm.rows(model, st)]
     if st.prefill_graph:
         lines.append(Figure("prefill CUDA-graph reserve", int(st.prefill_graph[1] * MIB), "MiB"))
         notes.append(sglang_prefill_graph.note(st.version, *st.prefill_graph))
-    notes += sglang_mm.notes(model, st, st.usable_bytes) + _backend_notes(page, st, model, kv_dtype) + _chunk_note(st)
+    notes += sglang_mm.notes(model, st) + _backend_notes(page, st, model, kv_dtype) + _chunk_note(st)
     if any(layer.kind in LOCAL_KINDS for layer in model.layers) and sglang_swa.note(model, st.version):
         notes.append(sglang_swa.note(model, st.version))
     pooled = sglang_mamba.pooled(model, dep, states, st.state, full_tokens * full_cell + swa_tokens * swa_cell) \
@@ -351,7 +351,9 @@ class Sglang(Engine):
     def max_context(self, model, dep, stages, req, st, cap: Capacity) -> int:
         if has_compressed(model.layers):
             return sglang_dsv4.max_context(model, dep, cap, req.batch, st, self._attn_dp(model, dep))
-        return min(model.max_context, cap.tokens // max(1, req.batch))  # each request holds its tokens
+        states = sglang_mamba.state_pool(model, dep, cap.kv_memory_bytes, st.state) if st.state else None
+        hi = min(model.max_context, cap.tokens // max(1, req.batch))  # each request holds its tokens
+        return sglang_req_pool.longest(st, cap.tokens, hi, model.max_model_len, states)  # its request slots too
 
     def _attn_dp(self, model, dep) -> int:  # each DP-attention worker its own pools
         return dep.dp if dp_attention(model, dep, self.opts) else 1

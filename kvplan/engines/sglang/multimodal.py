@@ -27,8 +27,9 @@ embedding cache that lives in the headroom above it.
 * The multimodal embedding cache (`srt/managers/mm_utils.py`: `embedding_cache.set(hash, embedding)` for
   each request's image embeddings; `MultiModalCache(SGLANG_VLM_CACHE_SIZE_MB)`, `srt/environ.py`
   `SGLANG_VLM_CACHE_SIZE_MB = EnvInt(100)`): GPU tensors filled at run time, outside the static pool, so it
-  takes nothing from the KV budget but must fit the headroom (1 - mem_fraction_static) of the GPU with the
-  encoder's activations. `--engine-opt vlm_cache_size_mb=N` states the environment variable's value; kvplan
+  takes nothing from the KV budget but must fit the headroom SGLang leaves above the fraction, the free memory
+  before the weights x (1 - mem_fraction_static) (kvplan.engines.sglang.req_pool.room), with the encoder's
+  activations. `--engine-opt vlm_cache_size_mb=N` states the environment variable's value; kvplan
   prints it and warns when it exceeds the headroom.
 * Multimodal off by default (`ModelConfig.__init__`, `configs/model_config.py`: 0.4.6 L76-86, 0.5.1 L113-122,
   0.5.16 L309-323, 0.5.23 L690-717): where --enable-multimodal is not given and the config's first architecture is on
@@ -51,6 +52,7 @@ import re
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.base import Figure, parse_version
 from kvplan.model.spec import PLAIN_BYTES
+from kvplan.engines.sglang.req_pool import room
 from kvplan.readers.towers.vision import COUNTED, TOWER_NOTICE
 
 BASE_LAYERS, BASE_HIDDEN = 24, 1024  # ViT-L/14, SGLang's baseline and its getattr defaults
@@ -158,15 +160,20 @@ def vlm_factor(model, version: str, enable: bool = False) -> float:
     return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
 
 
-def rows(model, st, usable_bytes: int) -> list:
-    """The engine table's multimodal rows (none for a text model, nor where SGLang switches multimodal off: a note)."""
+def rows(model, st) -> list:
+    """The engine table's multimodal rows (none for a text model, nor where SGLang switches multimodal off: a note);
+    the headroom is the memory SGLang leaves above the fraction, free before the weights x (1 - fraction)
+    (kvplan.engines.sglang.req_pool.room, from `profile_max_num_token`'s `rest = free_after_weights -
+    free_before_weights x (1 - mem_fraction_static)`, 0.4.3.post4 `model_executor/model_runner.py` L608-633, 0.5.23
+    `mem_cache/kv_cache_configurator.py` L2990-3060): not the GPU's usable memory, which counts the CUDA context
+    SGLang's free memory has already lost."""
     if not is_vlm(model) or not st.multimodal:
         return []
     out = [Figure("vision_config L x H (SGLang)", vision_dims(model), "a x b")]
     if st.vlm_factor != 1.0:
         out.append(Figure("VLM factor on the fraction", round(st.vlm_factor, 4), "number"))
     out.append(Figure("mm embedding cache (runtime)", st.vlm_cache_mb * MB, "bytes"))
-    out.append(Figure("headroom above the fraction", int(usable_bytes * (1 - st.mem_fraction_static)), "bytes"))
+    out.append(Figure("headroom above the fraction", room(st), "bytes"))
     return out
 
 
@@ -181,13 +188,13 @@ def _off_note(model, st) -> str | None:
             f"VLM factor on the fraction{tower}; engine option enable_multimodal=true plans it with images")
 
 
-def notes(model, st, usable_bytes: int) -> list[str]:
+def notes(model, st) -> list[str]:
     """A warning when the embedding cache alone does not fit the headroom SGLang leaves above its pool; where SGLang
     switches multimodal off by default, that it serves the model text-only."""
     off = _off_note(model, st)
     if off:
         return [off]
-    if is_vlm(model) and st.vlm_cache_mb * MB > usable_bytes * (1 - st.mem_fraction_static):
+    if is_vlm(model) and st.vlm_cache_mb * MB > room(st):  # the headroom of rows()
         return [f"SGLANG_VLM_CACHE_SIZE_MB={st.vlm_cache_mb} exceeds the memory SGLang leaves above "
                 "mem_fraction_static: image requests can run out of memory at run time"]
     return []

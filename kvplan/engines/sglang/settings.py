@@ -63,7 +63,7 @@ class Settings:
     loaded_extra: int = 0  # bytes per GPU loading adds to the checkpoint (kvplan.engines.sglang.loaded)
     vlm_factor: float = 1.0  # the VLM scaling of the default fraction (kvplan.engines.sglang.multimodal)
     vlm_cache_mb: int = sglang_mm.DEFAULT_CACHE_MB  # SGLANG_VLM_CACHE_SIZE_MB
-    usable_bytes: int = 0  # the GPU's memory as torch sees it (the multimodal rows' headroom)
+    usable_bytes: int = 0  # the GPU's memory as torch sees it (req_pool.room's start)
     hybrid_swa: bool = False  # sliding-window layers in a pool of their own (kvplan.engines.sglang.swa)
     state: sglang_mamba.StateSettings | None = None  # the recurrent-state pool's (kvplan.engines.sglang.mamba)
     max_running_requests: int | None = None  # --max-running-requests per dp worker

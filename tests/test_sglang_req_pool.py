@@ -60,9 +60,9 @@ def test_it_takes_nothing_from_the_token_pool_and_shows_in_the_memory_rows():
     assert _line(res).value == (2_049, 131_076, 1_074_298_896)
     what, size, room = res.plan.above_budget
     assert (what, size) == ("request slots", 1_074_298_896) and size < room and res.plan.fits
-    # the room: the free memory before the weights x (1 - fraction in force) (req_pool.room)
-    st = res.settings
-    assert room == int((st["usable_bytes"] - st["init_bytes"] - st["os_held"]) * (1 - st["mem_fraction_static"]))
+    # the room: the free memory before the weights x (1 - fraction in force): (85,018,877,624 B usable on the H100
+    # profile - 536,870,912 B tp-1 init) x (1 - 0.83) = 84,482,006,712 x 0.17 = 14,361,941,141.04 -> 14,361,941,141 B
+    assert res.settings["mem_fraction_static"] == 0.83 and room == 14_361_941_141
     assert res.plan.kv_memory_bytes_per_gpu == res.capacity.kv_memory_bytes  # the budget is what it was
 
 
@@ -119,7 +119,14 @@ def test_the_longest_context_is_one_whose_request_slots_fit_above_the_fraction()
     # fraction, whose room is (85,018,877,624 usable - 2,039,480,320 tp-8 init) x (1 - 0.812) = 15,600,126,693 B.
     # 2,049 x 4 = 8,196 B per position: 15,600,126,693 // 8,196 = 1,903,382 = n + 4, so n = 1,903,378
     # (8,196 x 1,903,382 = 15,600,118,872 <= room; one more position, 15,600,127,068, is over it).
+    # The tokens: the KV budget is free before the weights (82,979,397,304 B above) less the weights as loaded
+    # (26,950,215,680 + 5,624,846,336 B, the engine table's "Load weight end" row) less 82,979,397,304 x 0.188 =
+    # 50,404,335,288 - 15,600,126,693.15 = 34,804,208,594.85 -> 34,804,208,595 B (rounded up); Scout's 12 full and
+    # 36 chunked layers at one fp8 KV head of 128 per GPU cost 12 x 256 = 3,072 B and 36 x 256 = 9,216 B a token,
+    # the chunked pool 0.8 of the full one:
+    # 34,804,208,595 / (3,072 + 0.8 x 9,216 = 10,444.8) = 3,332,204.4 -> 3,332,204 tokens.
     res = _plan(SCOUT, "h100", 10_485_760, kv="fp8")
+    assert res.capacity.kv_memory_bytes == 34_804_208_595
     assert res.capacity.tokens == 3_332_204 and res.plan.above_budget[2] == 15_600_126_693
     assert res.plan.max_context == 1_903_378 and res.plan.max_context_limited_by == "memory"  # was 3,332,204
     # the plan at that context fits and one token longer does not: the search judges a context as the plan does
@@ -132,8 +139,13 @@ def test_below_a_quarter_of_the_pool_the_estimate_takes_more_rows():
     # H200, fp8 KV, 0.5.23: 9,540,721 tokens, room 15,843,427,614 B. Between tokens / 8 and tokens / 4 the estimate
     # (tokens / n x 512, 2,048 to 4,096 rows) makes the pool ~ tokens x 512 x 4 B = 19.5 GB, over the room, and
     # above tokens / 4 it only grows; below tokens / 8 = 1,192,590 it is 4,097 rows x (n + 4) x 4 = 16,388 B per
-    # position: 15,843,427,614 // 16,388 = 966,770 = n + 4, so n = 966,766 (the token pool alone allowed 9,540,721)
+    # position: 15,843,427,614 // 16,388 = 966,770 = n + 4, so n = 966,766 (the token pool alone allowed 9,540,721).
+    # The room as the H100's above: (150,108,897,280 B usable on the H200 profile - 2,039,480,320 B tp-8 init) x
+    # (1 - 0.893) = 148,069,416,960 x 0.107 = 15,843,427,614.72 -> 15,843,427,614 B. The tokens: 148,069,416,960 -
+    # 32,575,062,016 B of weights as loaded (as on the H100) - 15,843,427,614.72 = 99,650,927,329.28 -> (rounded up)
+    # 99,650,927,330 B of KV budget; / 10,444.8 B a token (the H100 case's fp8 cell) = 9,540,721.4 -> 9,540,721.
     res = _plan(SCOUT, "h200", 10_485_760, kv="fp8")
+    assert res.settings["mem_fraction_static"] == 0.893 and res.capacity.kv_memory_bytes == 99_650_927_330
     assert res.capacity.tokens == 9_540_721 and res.plan.above_budget[2] == 15_843_427_614
     assert res.plan.max_context == 966_766
     assert req_pool.pool_bytes("0.5.23", req_pool.max_num_reqs("0.5.23", None, 1, 9_540_721, 966_766), 966_766) \
@@ -143,7 +155,9 @@ def test_below_a_quarter_of_the_pool_the_estimate_takes_more_rows():
 def test_a_fixed_context_length_whose_slots_overrun_leaves_no_context():
     # --max-model-len 10,485,760 fixes the server's --context-length, so the pool is sglang#5755's 80.04 GiB
     # (2,049 x 10,485,764 x 4 B) at every request length, over the 15,600,126,693 B room of tp 8 at 0.812: no request
-    # length is served, so the longest context is 0, not the 1,666,102 tokens the token pool alone would hold
+    # length is served, so the longest context is 0, not the 1,666,102 tokens the token pool alone would hold: bf16 KV
+    # doubles the fp8 cell of the test above to 20,889.6 B a token over the same 34,804,208,595 B budget:
+    # 34,804,208,595 / 20,889.6 = 1,666,102.2 -> 1,666,102 (half the fp8 pool's 3,332,204)
     out = CliRunner().invoke(app, ["fit", "llama-4-scout-17b-16e-instruct", "--gpu", "h100", "--tp", "8", "--engine",
                                    "sglang", "--engine-version", "0.5.23", "--max-model-len", "10485760", "--ctx",
                                    "1M", "--json"])

@@ -149,7 +149,7 @@ def test_pipeline_stages_count_their_own_moe_layers():
 
 
 # compressed-tensors FP8 (llm-compressor's FP8_DYNAMIC: fp8 weights with an fp32 scale per output channel) with
-# Llama-3.1-8B's shapes (../shared/configs/meta-llama__Llama-3.1-8B-Instruct.json). Below 8.9 its W8A8 scheme
+# Llama-3.1-8B's shapes (conftest.LLAMA_31_8B). Below 8.9 its W8A8 scheme
 # falls to CompressedTensorsW8A16Fp8 and Marlin (0.19.0 compressed_tensors.py L629-646): the fp32 channel scale (4 B
 # an output, which kvplan counts) becomes Marlin's (1, N) 16-bit row (2 B): -2 B an output. Every shard is whole
 # tiles at tp 1 and 8 (no padding). tp 1, a layer: qkv N 6,144 + o 4,096 + gate_up 28,672 + down 4,096 = 43,008
@@ -159,9 +159,9 @@ CT_TP1, CT_TP8 = -2 * 32 * 43_008, -2 * 32 * 12_544
 
 
 def _ct_channel():
-    from conftest import llm_compressor_w8a8, shared_config
+    from conftest import LLAMA_31_8B, llm_compressor_w8a8
     from kvplan.sources.importer import build_spec
-    config = dict(shared_config("meta-llama__Llama-3.1-8B-Instruct"), quantization_config=llm_compressor_w8a8("float"))
+    config = dict(LLAMA_31_8B, quantization_config=llm_compressor_w8a8("float"))
     return build_spec(config, "test/llama-fp8-dynamic", source="test")[0]
 
 

@@ -5,14 +5,14 @@ scale per output channel (0.33.0 wheel `model_executor/kernels/linear/mixed_prec
 `csrc/quantization/cutlass_w4a8/w4a8_mm_entry.cu` pack_scale_fp8: torch::empty({scales.numel() * 8})); elsewhere, or
 with integer activations, refused. Before this, the reader read such a config as plain W4A16 int4.
 
-Shapes: Llama-3.1-8B (../shared/configs/meta-llama__Llama-3.1-8B-Instruct.json: hidden 4,096, intermediate 14,336,
+Shapes: Llama-3.1-8B (conftest.LLAMA_31_8B, its config.json: hidden 4,096, intermediate 14,336,
 32 heads of 128, 8 KV heads, 32 layers, bfloat16)."""
 
 from __future__ import annotations
 
 import pytest
 
-from conftest import shared_config
+from conftest import LLAMA_31_8B
 from kvplan import api
 from kvplan.core.errors import KvplanError
 from kvplan.sources.importer import build_spec
@@ -37,7 +37,7 @@ def _model(weights=None, acts=FP8_TOKEN, **cfg):
         group["input_activations"] = acts
     qc = {"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ["lm_head"],
           "config_groups": {"group_0": group}}
-    config = dict(shared_config("meta-llama__Llama-3.1-8B-Instruct"), **cfg)
+    config = dict(LLAMA_31_8B, **cfg)
     return build_spec(dict(config, quantization_config=qc), "test/llama-w4a8", source="test")[0]
 
 

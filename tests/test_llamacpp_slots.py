@@ -15,6 +15,7 @@ import json
 
 from typer.testing import CliRunner
 
+from conftest import engine_figures
 from kvplan.cli import app
 
 runner = CliRunner()
@@ -27,17 +28,13 @@ def _fit(*args: str) -> dict:
     return json.loads(res.stdout)
 
 
-def _figure(out: dict, label: str):
-    return next(f["value"] for f in out["engine"]["figures"] if f["label"] == label)
-
-
 def test_the_pool_row_is_the_planned_c_and_the_concurrency_gets_its_own():
     out = _fit("--ctx", "32k")
     assert out["kv_pool_tokens_per_deployment"] == 32_768  # -c 32,768 -np 1: pad(32,768, 256) cells
     assert out["max_concurrency"] == 10  # 10 x 4 GiB = 40 GiB <= 40 GiB < 11 x 4 = 44 GiB
     assert out["request_tokens_at_context"] == 10 * 32_768 == 327_680
-    assert _figure(out, "-c / -np") == [32_768, 1]
-    assert _figure(out, "-c / -np at max concurrency") == [327_680, 10]
+    assert engine_figures(out)["-c / -np"] == [32_768, 1]
+    assert engine_figures(out)["-c / -np at max concurrency"] == [327_680, 10]
     assert out["engine"]["answer_labels"] == {"kv_pool_tokens_per_deployment": "KV cells at the planned -c / -np",
                                               "request_tokens_at_context": "tokens memory holds (-c raised)"}
     assert "-c 327,680 -np 10 (--batch 10)" in " ".join(out["engine"]["notes"])  # the note (LlamaCpp.result)
@@ -48,7 +45,7 @@ def test_at_the_printed_c_the_rows_agree():
     out = _fit("--ctx", "32k", "--batch", "10")
     assert out["kv_pool_tokens_per_deployment"] == out["request_tokens_at_context"] == 327_680
     assert out["max_concurrency"] == 10 and out["fits"]
-    assert _figure(out, "-c / -np at max concurrency") == _figure(out, "-c / -np") == [327_680, 10]
+    assert engine_figures(out)["-c / -np at max concurrency"] == engine_figures(out)["-c / -np"] == [327_680, 10]
 
 
 def test_several_slots_at_a_shorter_context():
@@ -56,7 +53,7 @@ def test_several_slots_at_a_shorter_context():
     out = _fit("--ctx", "8k", "--batch", "4")
     assert out["kv_pool_tokens_per_deployment"] == 4 * 8_192  # 4 streams of pad(32,768 / 4, 256) = 8,192 cells
     assert out["max_concurrency"] == 40
-    assert _figure(out, "-c / -np at max concurrency") == [327_680, 40]
+    assert engine_figures(out)["-c / -np at max concurrency"] == [327_680, 40]
 
 
 def test_the_table_labels_say_what_each_row_is():

@@ -17,7 +17,7 @@ from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.sources.resolve import resolve_model
-from conftest import unwrapped
+from conftest import engine_figures, unwrapped
 
 ROOT = Path(__file__).resolve().parents[1]
 MISTRAL3 = ROOT / "tests" / "fixtures" / "families" / "mistral-small-3.1-24b.json"
@@ -128,5 +128,4 @@ def test_the_headroom_is_the_free_memory_before_the_weights_above_the_fraction()
     # a given 0.8 (not scaled by the VLM factor in 0.5.23): (85,018,877,624 usable - 536,870,912 tp-1 init) x 0.2
     # = 84,482,006,712 x 0.2 = 16,896,401,342 B (usable x 0.2 would be 17,003,775,524 B, 0.10 GiB high)
     _, cap = _settings(find_in_catalog("gemma-3-27b-it"), "mem_fraction_static=0.8", "enable_multimodal=true")
-    (head,) = [f.value for f in cap.lines if f.label == "headroom above the fraction"]
-    assert head == 16_896_401_342
+    assert engine_figures(cap)["headroom above the fraction"] == 16_896_401_342

@@ -8,6 +8,7 @@ import json
 
 from typer.testing import CliRunner
 
+from conftest import engine_figures
 from kvplan.cli import app
 from kvplan.engines import resolve_engine
 from kvplan.engines.sglang import req_pool
@@ -25,8 +26,8 @@ def _result(model, ctx, version, opts=(), tp=1):
     return resolve_engine("sglang", version, list(opts)).result(model, H100, Deployment(tp), Request(context=ctx))
 
 
-def _line(res):
-    return next(f for f in res.capacity.lines if f.label == req_pool.LABEL)
+def _slots(res):
+    return engine_figures(res)[req_pool.LABEL]
 
 
 def test_scout_at_its_default_context_is_the_80_gib_of_sglang_5755():
@@ -38,7 +39,7 @@ def test_scout_at_its_default_context_is_the_80_gib_of_sglang_5755():
     assert SCOUT.max_context == 10_485_760
     for version in ("0.4.3", "0.5.23"):  # the padding row: passed by ModelRunner to 0.4.6, the pool's own from 0.5.11
         res = _result(SCOUT, 10_485_760, version, tp=8)
-        assert _line(res).value == (2_049, 10_485_764, 85_941_321_744)
+        assert _slots(res) == (2_049, 10_485_764, 85_941_321_744)
         what, size, room = res.plan.above_budget
         assert size == 85_941_321_744 and size > room
         assert not res.plan.fits and res.plan.max_concurrency == 0
@@ -48,8 +49,8 @@ def test_scout_at_its_default_context_is_the_80_gib_of_sglang_5755():
 def test_no_padding_row_from_047_to_0510():
     # 0.4.7-0.5.10: ReqToTokenPool(size=max_num_reqs) allocates `size` rows: 2,048 x 10,485,764 x 4 = 85,899,378,688 B
     for version in ("0.4.9", "0.5.3", "0.5.10"):
-        assert _line(_result(SCOUT, 10_485_760, version, tp=8)).value == (2_048, 10_485_764, 85_899_378_688)
-    assert _line(_result(SCOUT, 10_485_760, "0.5.11", tp=8)).value[0] == 2_049
+        assert _slots(_result(SCOUT, 10_485_760, version, tp=8)) == (2_048, 10_485_764, 85_899_378_688)
+    assert _slots(_result(SCOUT, 10_485_760, "0.5.11", tp=8))[0] == 2_049
 
 
 def test_it_takes_nothing_from_the_token_pool_and_shows_in_the_memory_rows():
@@ -57,7 +58,7 @@ def test_it_takes_nothing_from_the_token_pool_and_shows_in_the_memory_rows():
     # 1,609, clamped up to 2,048; + 1 = 2,049 rows x 131,076 x 4 B = 1,074,298,896 B (1.00 GiB). The pool is sized
     # before it is allocated, so max_total_num_tokens is the same with or without it: the budget is not moved.
     res = _result(LLAMA, 131_072, "0.5.23")
-    assert _line(res).value == (2_049, 131_076, 1_074_298_896)
+    assert _slots(res) == (2_049, 131_076, 1_074_298_896)
     what, size, room = res.plan.above_budget
     assert (what, size) == ("request slots", 1_074_298_896) and size < room and res.plan.fits
     # the room: the free memory before the weights x (1 - fraction in force): (85,018,877,624 B usable on the H100
@@ -69,8 +70,8 @@ def test_it_takes_nothing_from_the_token_pool_and_shows_in_the_memory_rows():
 def test_max_running_requests_by_release():
     # --max-running-requests 64 on a tp-1 server (dp 1): 0.4.9 takes the flag as given, no padding row: 64 rows x
     # 131,076 x 4 B = 64 x 524,304 = 33,555,456 B; 0.5.23 min(64, tokens // 2) = 64 + 1 padding row = 34,079,760 B
-    assert _line(_result(LLAMA, 131_072, "0.4.9", ["max_running_requests=64"])).value == (64, 131_076, 33_555_456)
-    assert _line(_result(LLAMA, 131_072, "0.5.23", ["max_running_requests=64"])).value == (65, 131_076, 34_079_760)
+    assert _slots(_result(LLAMA, 131_072, "0.4.9", ["max_running_requests=64"])) == (64, 131_076, 33_555_456)
+    assert _slots(_result(LLAMA, 131_072, "0.5.23", ["max_running_requests=64"])) == (65, 131_076, 34_079_760)
     # the rule alone: 0.5.10-0.5.13 caps a flag by the estimate, 0.5.14 on by tokens // 2; before 0.5.10 the flag
     assert req_pool.max_num_reqs("0.5.8", 9_000, 1, 100_000, 131_072) == 9_000
     assert req_pool.max_num_reqs("0.5.12", 9_000, 1, 100_000, 131_072) == 2_048  # estimate clamped up to 2,048

@@ -66,8 +66,8 @@ def check_log(
     if spec is None and rec.model:
         stderr(f"note: the log's model {rec.model!r} is not in the catalog; pass --model to check it")
     result = reconcile(rec, spec, hw, engine_version, kv_dtype, tp, weight_dtype)
-    if reading(result.engine, result.version):  # a development build the log prints, or --engine-version's
-        stderr(f"note: {reading(result.engine, result.version)}")
+    if read := reading(result.engine, result.version):  # a development build the log prints, or --engine-version's
+        stderr(f"note: {read}")
     data = {"engine": result.engine, "version": result.version, "model": result.model, "gpu": result.gpu,
             "rows": [r.__dict__ for r in result.rows], "whatif": [list(w) for w in result.whatif],
             "notes": result.notes}

@@ -21,7 +21,7 @@ def engine_from_flags(engine: Optional[str], version: Optional[str], opt_items, 
     for: the engine-neutral planner without --engine (kvplan.engines.configure, as the Python API's).
     Checked before anything is printed; how a release that is not a plain X.Y.Z is read, said on stderr."""
     chosen, gmu = configure(engine, version, opt_items or (), gpu_memory_utilization, block_size, emit=emit_to)
-    if getattr(chosen, "version_note", None):
+    if chosen.version_note:
         stderr(f"note: {chosen.version_note}")
     return chosen, gmu
 

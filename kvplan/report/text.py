@@ -100,7 +100,7 @@ def engine_to_dict(res) -> dict:
             "max_concurrency": cap.max_concurrency, "blocks": cap.blocks, "block_size": cap.block_size,
             "max_running": cap.max_running,
             # how a release that is not a plain X.Y.Z was read (a development build: the release before)
-            **({"version_read": reading(cap.engine, cap.version)} if reading(cap.engine, cap.version) else {}),
+            **({"version_read": read} if (read := reading(cap.engine, cap.version)) else {}),
             # requests of the context the pool holds while decoding, where not max_concurrency (the engine's printed)
             "resident_concurrency": cap.resident,
             # what the plan's pool and request tokens are where not what memory holds (llama.cpp: -c's cells)

@@ -16,6 +16,7 @@ from kvplan.core.intmath import cdiv
 from kvplan.engines.sglang import dsv4
 from kvplan.engines.sglang.mamba import StateSettings, state_pool
 from kvplan.engines.sglang.multimodal import scales_any_fraction
+from kvplan.engines.sglang.req_pool import room_above
 from kvplan.planning.layout import per_rank_batch
 
 GIB = 2**30
@@ -117,7 +118,7 @@ def _slots_overrun(plan, settings: dict, use: float) -> str:
     """Where the request-slot pool (kvplan.engines.sglang.req_pool) does not fit the memory left above fraction `use`
     (the free memory before the weights x (1 - use)): that the server would not start, in words."""
     size = plan.above_budget[1] if plan.above_budget else 0
-    room = int(_slope(plan, settings) * (1 - use))
+    room = room_above(_slope(plan, settings), use)
     if size <= room:
         return ""
     return (f"; at that fraction the request-slot pool (req_to_token, {size:,} B) exceeds the {room:,} B left above "

@@ -264,14 +264,14 @@ def max_running(pool: StatePool, tokens: int, context_len: int, ss: StateSetting
 
 
 def scheduler(pool: StatePool | None, ss: StateSettings | None, flag: int | None, tokens: int,
-              context: int, context_len: int | None = None) -> tuple[int | None, list, list[str]]:
+              context: int, context_len: int) -> tuple[int | None, list, list[str]]:
     """(the scheduler's cap on running requests or None, the state pool's figures, its note): the state pool's
     max_running_requests, else a --max-running-requests given (per dp worker), within tokens // 2. `context`: the
-    plan's request; `context_len`: the server's (--context-length; the request's where None), which SGLang's estimate
+    plan's request; `context_len`: the server's (--context-length, else the request's), which SGLang's estimate
     reads (model_config.context_len, max_running)."""
     if pool is None:
         return (min(flag, tokens // 2) if flag else None), [], []
-    running = max_running(pool, tokens, context_len or context, ss)
+    running = max_running(pool, tokens, context_len, ss)
     return running, figures(pool), [note(pool, running, tokens, context)]
 
 

@@ -77,7 +77,12 @@ def pool_bytes(version: str, slots: int, context_len: int) -> int:
 def room(st) -> int:
     """The memory SGLang leaves above mem_fraction_static on a GPU: the free memory before the weights (usable
     less what init and, on unified memory, the OS hold) x (1 - the fraction in force)."""
-    return int((st.usable_bytes - st.init_bytes - st.os_held) * (1 - st.mem_fraction_static))
+    return room_above(st.usable_bytes - st.init_bytes - st.os_held, st.mem_fraction_static)
+
+
+def room_above(free_before_weights: int, fraction: float) -> int:
+    """The memory SGLang leaves above mem_fraction_static `fraction`: `free_before_weights` x (1 - fraction)."""
+    return int(free_before_weights * (1 - fraction))
 
 
 # the plan's warning where the pool does not fit above the fraction (its two figures: size, room)

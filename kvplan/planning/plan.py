@@ -365,6 +365,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
         state_pool_bytes_per_gpu=pooled.pool_bytes if pooled else 0,
         token_pool_bytes_per_gpu=pooled.token_pool_bytes if pooled else 0,
         pooled_state_bytes_per_sequence_per_gpu=pooled.held_bytes if pooled else 0, kv_share=kv_share,
+        above_budget=(),  # set by the engine layer where it prices one (SGLang's request slots)
     )
 
 

@@ -121,7 +121,8 @@ SET_TERMS = frozenset({"trtllm"})  # names in ENGINE_TERMS that are one coeffici
 # past it one MMQ launch over every expert's tokens (`ggml_cuda_mul_mat_q(ctx, src0, src1, ids, dst)`, where
 # `ggml_cuda_should_use_mmq` holds) tiles each touched expert's weights with its tokens, so its cost at few tokens an
 # expert is a fixed cost per touched expert in proportion to the expert's size: the `experts` term's touched x expert
-# bytes (a tile's padded FLOPs scale alike, at the int8 MMA rate, not `grouped`'s bf16 one). kvplan's `grouped`
+# bytes (a tile's padded FLOPs, at the int8 MMA rate, not `grouped`'s bf16 one: kvplan.speed.ggml.padded_expert_flops
+# in the `gemm` term since round 41). kvplan's `grouped`
 # feature is touched x 2 x one expert's parameters / a rate, the same count times a constant of the GPU and weight
 # type, so on one GPU and type the two columns are one (issue 21, round 30: DeepSeek-V2-Lite Q4_0 on an RTX 3090,
 # llama.cpp#15525's nine points, grouped / experts = 0.02076 at every micro-batch; then the only MoE source) and the

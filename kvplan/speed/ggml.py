@@ -65,13 +65,38 @@ kvplan dates the switch at 2026-06-12 (FA_DEFAULT_SINCE); a run stating nothing 
 for it) and that day cannot be told and is read as off. A run that states `fa` (or `flash_attn`), or whose fixture
 infers it (a FlashAttention kernel's own before/after table), is read as stated (`materializes_scores`).
 
-`paths(...)` gives a Shape's `paths`: ((first tokens per step, FLOP/s, extra bytes per step), ...), ascending;
-a step of n tokens takes the last entry whose first is <= n (kvplan.speed.terms.path_at). A rate the profile
+MoE prefill through MMQ (`padded_expert_flops`): past the vector kernel (<= 8 tokens), `ggml_cuda_mul_mat_id` runs
+one MMQ launch over every expert's tokens (`ggml_cuda_mul_mat_q(ctx, src0, src1, ids, dst)`, ggml-org/ggml@a1fde6fb,
+the llama.cpp#22298 build, src/ggml-cuda/ggml-cuda.cu:2501; since llama.cpp#13199, ggml-org/ggml@b5ed2968, 2025-04-30:
+before it each expert ran a GEMM of its own tokens, whose tile fits them to a granularity step, not priced). The kernel
+cuts each expert's tokens into tiles of `mmq_x` columns and computes whole tiles (the `vec_dot_*_mma` loops run j0 over
+all mmq_x; a tile past the expert's tokens is skipped, a1fde6fb src/ggml-cuda/mmq.cuh:3540), and `mmq_x` is chosen once
+for the launch: the smallest width with the fewest tiles for `ncols_max` columns (mmq.cuh:4002-4018), widths in steps
+of the granularity (8, then 16 from 48 on NVIDIA's MMA; 16, then 32 at 128 on AMD's MFMA / WMMA:
+`mmq_get_granularity_host`, mmq.cuh:265-274) up to `get_mmq_x_max_host` (mmq.cuh:106-114): 128 on NVIDIA Turing+ and
+AMD WMMA; on CDNA's MFMA 128 until llama.cpp#22051 (ggml-org/ggml@db3370a3, 2026-04-19), 64 since (the per-type
+configs of ggml-org/ggml@d99724f2 keep 16-64 for Q4_0 and Q4_K on CDNA, mmq-config-cdna.cuh, and 8-128 on Ampere,
+mmq-config-ampere.cuh). `ncols_max` is the micro-batch's tokens (ne12) since llama.cpp#15525 (ggml-org/ggml@06034b3c,
+2025-08-25, 'better tile sizes'); before it the tokens x top-k rows (ncols_y, b5ed2968 src/ggml-cuda/mmq.cuh:2622); on
+RDNA3.0 since llama.cpp#28552 the tokens an expert gets on average, ceil(tokens x k / E) (`ncols_opt`, its diff at
+mmq.cu:251; dated at its last comment, 2026-09-08, its merge commit not read; RDNA4 alike, not modelled here). So an
+expert given T tokens computes ceil(T / mmq_x) x mmq_x columns; under uniform routing T ~ Binomial(tokens, k / E), so
+E x E[ceil(T / mmq_x)] x mmq_x columns in all against the tokens x k the step needs: the difference, 2 x one expert's
+parameters a column, is priced at the path's rate in the `gemm` term. Not priced: the shared-memory limit on the width
+(smpbo), a dense GEMM's own padding (the corpus's micro-batches are whole tiles), and the MoE of CDNA1/2 or RDNA3 past
+their dequantizing bound (where more than 64 experts keep MMQ).
+
+`paths(...)` gives a Shape's `paths`: ((first tokens per step, FLOP/s, extra bytes per step, MoE tiles), ...),
+ascending, the tiles (widths, chosen by rows) where the MoE runs MMQ's MMA kernels, () elsewhere; a step of n tokens
+takes the last entry whose first is <= n (kvplan.speed.terms.path_at). A rate the profile
 lacks is not priced at zero: `missing` names it, and the corpus skips such a point.
 Metal and CPU backends are not modelled (the corpus has no llama-bench pp point on them).
 """
 
 from __future__ import annotations
+
+import math
+from functools import lru_cache
 
 from kvplan.hardware.facts import parse_capability
 from kvplan.speed.compute_dtype import split_accumulate
@@ -85,6 +110,12 @@ RDNA3_TUNED_SINCE = "2026-01-06"  # llama.cpp#18537 merged: Q2_K / Q6_K / IQ2_XS
 RDNA3_5_SINCE = "2026-01-10"  # llama.cpp#18666 merged: RDNA3.5's own bounds for Q6_K and the IQ2 types
 SCORE_BYTES = 20  # bytes moved per attention score without FlashAttention (module docstring)
 FA_DEFAULT_SINCE = "2026-06-12"  # llama-bench's fa default auto (llama.cpp#23714), in a build by then
+MOE_MMQ_SINCE = "2025-04-30"  # llama.cpp#13199: one MMQ launch over every expert's tokens (module docstring)
+NCOLS_MAX_SINCE = "2025-08-25"  # llama.cpp#15525: the MoE tile chosen by the micro-batch's tokens, not tokens x top-k
+CDNA_X64_SINCE = "2026-04-19"  # llama.cpp#22051: CDNA's widest MMQ tile 128 -> 64 columns
+RDNA3_MEAN_SINCE = "2026-09-08"  # llama.cpp#28552: RDNA3.0's MoE tile by an expert's mean tokens (its last comment)
+NVIDIA_TILES = (8, 16, 24, 32, 40, 48, 64, 80, 96, 112, 128)  # granularity 8, 16 from 48 (Turing+ MMA)
+AMD_TILES = (16, 32, 48, 64, 80, 96, 112, 128)  # granularity 16, 32 at 128 (MFMA / WMMA)
 MMQ_TYPES = frozenset({"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "mxfp4", "nvfp4", "q2_k", "q3_k", "q4_k", "q5_k",
                        "q6_k", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq4_xs", "iq4_nl",
                        "q3_k_m", "q4_k_m", "q5_k_m"})  # mmq.cu's switch; a _K_M mix is its k-quant types
@@ -120,9 +151,10 @@ def _rdna3(cc, wd: str, date: str | None, vec: float, fp16: float, rate_of, dequ
     """(paths, missing) on RDNA3 (WMMA, gfx11): dp4a MMQ below 64 then dequantize + rocBLAS before #17576; WMMA int8
     MMQ past the vector kernels since, to rocBLAS past a type's bound (_rdna3_mmq_last)."""
     if not _since(date, RDNA3_MMA_SINCE):
-        return ((0, vec, 0), (DP4A_BELOW,) + dequant[1:]), "" if fp16 else "fp16"
+        return ((0, vec, 0, ()), (DP4A_BELOW,) + dequant[1:]), "" if fp16 else "fp16"
     int8 = rate_of("int8")
-    out = [(0, vec, 0), (MMVQ_MAX + 1, int8, 0)]
+    by_mean = bool(cc) and cc < (11, 5) and _since(date, RDNA3_MEAN_SINCE)
+    out = [(0, vec, 0, ()), (MMVQ_MAX + 1, int8, 0, _tiles(AMD_TILES, date, by_mean))]
     last = _rdna3_mmq_last(cc, wd, date)
     if last:
         out.append((last + 1,) + dequant[1:])
@@ -156,31 +188,80 @@ def paths(gpu, weight_dtype: str | None, dense_params: float, rate_of, date: str
         return (), ""
     if wd in ("fp16", "f16", "bf16"):  # cuBLAS/rocBLAS on the weights as stored
         rate = rate_of("bf16") if wd == "bf16" else fp16
-        return ((0, rate, 0),), "" if rate else "fp16"
+        return ((0, rate, 0, ()),), "" if rate else "fp16"
     if wd not in MMQ_TYPES:
         return (), ""
     cc = parse_capability(gpu.compute_capability)
-    dequant = (0, fp16, int(4 * dense_params))  # fp16 copy written and read each micro-batch
+    dequant = (0, fp16, int(4 * dense_params), ())  # fp16 copy written and read each micro-batch
     if vendor == "NVIDIA" and cc:
         if cc >= (7, 5) and _since(date, NVIDIA_MMA_SINCE):
             int8 = rate_of("int8")
-            return ((0, vec, 0), (MMVQ_MAX + 1, int8, 0)), "int8" if not int8 else "" if vec else "bf16"
+            mma = (MMVQ_MAX + 1, int8, 0, _tiles(NVIDIA_TILES, date))
+            return ((0, vec, 0, ()), mma), "int8" if not int8 else "" if vec else "bf16"
         if cc >= (7, 0):  # FP16 tensor cores: dp4a MMQ below the bound, dequantize + cuBLAS above
             first = DP4A_BELOW if _since(date, NVIDIA_MMA_SINCE) else 33
-            return ((0, vec, 0), (first,) + dequant[1:]), "" if fp16 else "fp16"
-        return ((0, vec, 0),), "" if vec else "bf16"
+            return ((0, vec, 0, ()), (first,) + dequant[1:]), "" if fp16 else "fp16"
+        return ((0, vec, 0, ()),), "" if vec else "bf16"
     if vendor == "AMD" and arch.startswith("cdna"):
         if _since(date, CDNA_MMA_SINCE):
             int8 = rate_of("int8")
-            out = [(0, vec, 0), (MMVQ_MAX + 1, int8, 0)]
+            widths = tuple(w for w in AMD_TILES if w <= 64) if _since(date, CDNA_X64_SINCE) else AMD_TILES
+            out = [(0, vec, 0, ()), (MMVQ_MAX + 1, int8, 0, _tiles(widths, date))]
             last = next((n for n in (129, 257) if not _cdna_mmq(arch, wd, n)), None)
             if last:  # CDNA1/2 past MMQ's batch bound for this type: dequantize + rocBLAS
                 out.append((last,) + dequant[1:])
             return tuple(out), "" if int8 and fp16 else "int8" if fp16 else "fp16"
-        return ((0, vec, 0), (DP4A_BELOW,) + dequant[1:]), "" if fp16 else "fp16"
+        return ((0, vec, 0, ()), (DP4A_BELOW,) + dequant[1:]), "" if fp16 else "fp16"
     if vendor == "AMD" and arch == "rdna3":
         return _rdna3(cc, wd, date, vec, fp16, rate_of, dequant)
     return (), ""
+
+
+def _tiles(widths: tuple, date: str | None, by_mean: bool = False) -> tuple:
+    """A path's MoE tiles from a build of `date`: (widths, what the width is chosen for: the micro-batch's "tokens",
+    before NCOLS_MAX_SINCE its tokens x top-k "rows", or where `by_mean` (RDNA3.0 since RDNA3_MEAN_SINCE) the
+    tokens an expert gets on average, "mean"); () before MOE_MMQ_SINCE."""
+    if not _since(date, MOE_MMQ_SINCE):
+        return ()
+    return widths, "mean" if by_mean else "tokens" if _since(date, NCOLS_MAX_SINCE) else "rows"
+
+
+def tile_width(columns: float, widths: tuple) -> int:
+    """The `mmq_x` ggml picks for `columns`: the smallest width with the fewest tiles (mmq.cuh:4002-4018)."""
+    return min(widths, key=lambda w: (math.ceil(columns / w), w))
+
+
+@lru_cache(maxsize=4096)
+def expected_tiles(tokens: int, share: float, width: int) -> float:
+    """E[ceil(T / width)] for T ~ Binomial(tokens, share), one expert's tokens under uniform routing: the sum over
+    j >= 0 of P(T > j x width)."""
+    if tokens <= 0 or share <= 0.0:
+        return 0.0
+    if share >= 1.0:
+        return float(math.ceil(tokens / width))
+    log_pmf, odds, cdf, tiles = tokens * math.log1p(-share), math.log(share / (1.0 - share)), 0.0, 0.0
+    for t in range(tokens):  # P(T = t) by the recurrence P(t + 1) = P(t) x (n - t) / (t + 1) x p / (1 - p)
+        cdf += math.exp(log_pmf)
+        if t % width == 0:
+            tiles += max(0.0, 1.0 - cdf)  # P(T > t) at t = j x width
+        if cdf > 1.0 - 1e-15:  # the tail past here adds nothing a float holds
+            break
+        log_pmf += math.log((tokens - t) / (t + 1)) + odds
+    return tiles
+
+
+def padded_expert_flops(s, per_step: float) -> float:
+    """FLOPs the MoE's MMQ computes past its tokens' own in a step of `per_step` tokens on Shape `s` (module
+    docstring): 2 x one expert's parameters x (E x E[ceil(T / mmq_x)] x mmq_x - tokens x k); 0 where the step's path
+    has no MoE tiles or the model no experts."""
+    tiles = next((e[3] for e in reversed(s.paths) if per_step >= e[0]), ()) if s.paths and s.num_experts else ()
+    if not tiles or not s.top_k:
+        return 0.0
+    widths, chosen_for = tiles
+    n = max(1, round(per_step))
+    width = tile_width({"rows": n * s.top_k, "mean": math.ceil(n * s.top_k / s.num_experts)}.get(chosen_for, n), widths)
+    columns = s.num_experts * expected_tiles(n, s.top_k / s.num_experts, width) * width
+    return 2.0 * s.expert_params * max(0.0, columns - n * s.top_k)
 
 
 def materializes_scores(flags: dict, date: str | None) -> bool:

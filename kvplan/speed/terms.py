@@ -18,9 +18,9 @@ the order of `TERMS`:
              (kvplan.speed.shape.plain_gemm; gemm_seconds); the rate is the profile's measured
              `achieved_dense_flops` where it has one (kvplan.speed.compute_dtype.read_flops), the datasheet's otherwise.
              The LM head's 2 x vocab x hidden / tp (tied or not) only for the positions whose logits the step
-             computes (`sampled`: one a sequence in the step, head_rows), not for every prompt token
-             A Shape with `paths` (llama.cpp: kvplan.speed.ggml) takes the rate by tokens per step, and a
-             dequantizing path adds its fp16 copy's bytes to the weights term
+             computes (`sampled`: one a sequence in the step, head_rows), not for every prompt token. A Shape with
+             `paths` (llama.cpp: kvplan.speed.ggml) takes the rate by tokens per step, an MMQ path's MoE tiles' padded
+             columns too, and a dequantizing path adds its fp16 copy's bytes to the weights term
   attn       4 x heads x head dim x query-key pairs / the bf16 rate, read the same way (quadratic in a prefill;
              a prefill query's pairs at `prefill_attn_rate` where the engine runs its context attention in FP8:
              kvplan.speed.fit.fp8_context_fmha);
@@ -86,6 +86,7 @@ from dataclasses import dataclass, replace
 
 from kvplan.planning.plan import expected_experts_touched as experts_touched
 from kvplan.speed.compute_dtype import sixteen_bit
+from kvplan.speed.ggml import padded_expert_flops
 
 TERMS = ("weights", "kv", "gemm", "attn", "experts", "grouped", "comm", "latency", "step", "layer", "seq", "request",
          "pstep", "player", "pmoe", "ingress")
@@ -145,7 +146,7 @@ class Shape:
     oneshot_latency_s: float = 0.0  # per tensor-parallel call of the engine's custom all-reduce; 0: the ring's
     oneshot_max_bytes: int = 0  # messages at or past it go to NCCL's ring (link_latency_s)
     prefill_attn_rate: float = 0.0  # FLOP/s prefill queries' attention runs at (FP8 context FMHA: fp8); 0: bf16_rate
-    paths: tuple = ()  # ((first tokens per step, FLOP/s, extra bytes per step), ...): llama.cpp's kernels by batch
+    paths: tuple = ()  # ((first tokens per step, FLOP/s, extra bytes per step, MoE tiles), ...): llama.cpp's kernels
     rate_missing: str = ""  # a precision a path needs that the profile does not rate (kvplan.speed.ggml)
     score_bytes_per_flop: float = 0.0  # attention scores materialized (llama.cpp without FlashAttention): kv term
 
@@ -154,7 +155,7 @@ def path_at(s: Shape, per_step: float) -> tuple[float, float]:
     """(GEMM FLOP/s, extra bytes a step reads) for a step of `per_step` tokens: the Shape's own GEMM rate and
     none, or where it has `paths` the last whose first token count is <= per_step."""
     rate, extra = s.gemm_rate, 0.0
-    for first, r, b in s.paths:
+    for first, r, b, *_ in s.paths:
         if per_step >= first:
             rate, extra = r, b
     return rate, extra
@@ -293,7 +294,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
     return [
         (s.dense_bytes + extra) * steps / bw,
         kv / bw,
-        gemm_seconds(s, tokens, prefill_context, rate, sampled),
+        gemm_seconds(s, tokens, prefill_context, rate, sampled, steps),
         attn,
         (s.expert_bytes * share + reread_bytes(s, routed, touched)) * steps / bw,
         touched * 2 * s.expert_params * steps / (s.grouped_rate or s.gemm_rate) if s.gemm_rate and s.grouped_shortfall
@@ -357,17 +358,19 @@ def head_rows(seqs: float, steps: float = 1.0) -> float:
     return seqs * steps
 
 
-def gemm_seconds(s: Shape, tokens: float, prefill_context: float, rate: float, sampled: float = 0.0) -> float:
+def gemm_seconds(s: Shape, tokens: float, prefill_context: float, rate: float, sampled: float = 0.0,
+                 steps: float = 1.0) -> float:
     """The GEMM term at coefficient 1: the checkpoint's quantized modules' FLOPs at `rate` (its weight dtype's, or
-    a llama.cpp path's), those it keeps in the model dtype (`plain_flops`, `plain_decompress`:
-    kvplan.speed.shape.plain_gemm) at the bf16 rate; the LM head's over `sampled` positions (at the bf16 rate
-    but in a GGUF file, `plain_head`)."""
+    a llama.cpp path's, with its MoE tiles' padded columns over `steps` steps: ggml.padded_expert_flops), those it
+    keeps in the model dtype (`plain_flops`, `plain_decompress`: kvplan.speed.shape.plain_gemm) at the bf16 rate; the
+    LM head's over `sampled` positions (at the bf16 rate but in a GGUF file, `plain_head`)."""
     if not rate:
         return 0.0
     head = s.head_flops * sampled
     plain = s.plain_flops * tokens + s.plain_decompress * prefill_context + (head if s.plain_head else 0.0)
     quantized = s.flops_per_token * tokens + s.decompress_flops * prefill_context + head - plain
-    return quantized / rate + plain / (s.bf16_rate or rate)
+    padded = steps * padded_expert_flops(s, tokens / steps) if s.paths and steps else 0.0
+    return (quantized + padded) / rate + plain / (s.bf16_rate or rate)
 
 
 def prefill_width(s) -> float:

@@ -87,9 +87,9 @@ parameters a column, is priced at the path's rate in the `gemm` term. Not priced
 their dequantizing bound (where more than 64 experts keep MMQ).
 
 `paths(...)` gives a Shape's `paths`: ((first tokens per step, FLOP/s, extra bytes per step, MoE tiles), ...),
-ascending, the tiles (widths, chosen by rows) where the MoE runs MMQ's MMA kernels, () elsewhere; a step of n tokens
-takes the last entry whose first is <= n (kvplan.speed.terms.path_at). A rate the profile
-lacks is not priced at zero: `missing` names it, and the corpus skips such a point.
+ascending, the tiles (widths, what the width is chosen for: `_tiles`) where the MoE runs MMQ's MMA kernels, ()
+elsewhere; a step of n tokens takes the last entry whose first is <= n (kvplan.speed.terms.path_at). A rate the
+profile lacks is not priced at zero: `missing` names it, and the corpus skips such a point.
 Metal and CPU backends are not modelled (the corpus has no llama-bench pp point on them).
 """
 

@@ -74,7 +74,7 @@ Metal and CPU backends are not modelled (the corpus has no llama-bench pp point 
 from __future__ import annotations
 
 from kvplan.hardware.facts import parse_capability
-from kvplan.speed.compute_dtype import split_accumulate
+from kvplan.speed.compute_dtype import bf16_apart, split_accumulate
 
 MMVQ_MAX = 8  # mmvq.cuh MMVQ_MAX_BATCH_SIZE: a step of <= 8 tokens runs the vector kernel
 DP4A_BELOW = 64  # mmq.cuh MMQ_DP4A_MAX_BATCH_SIZE (since 2024-06); before: MMQ_MAX_BATCH_SIZE 32 (<= 32)
@@ -132,15 +132,15 @@ def _rdna3(cc, wd: str, date: str | None, vec: float, fp16: float, rate_of, dequ
 def attention_rate(gpu, rate_of) -> float:
     """FLOP/s llama.cpp's attention runs at on `gpu` (`rate_of` as for `paths`): half its FLOPs at the FP32-accumulate
     rate (`bf16`), half at the FP16-accumulate one (`fp16`) on an NVIDIA profile whose `fp16` is the FP16-accumulate
-    headline and which states both; the fp16 reading where the datasheet rates fp16 apart from bf16 with one
-    accumulator (the MI100, 184.6 against 92.3 T): its operands are F16 (the F16 cache; without FlashAttention K.Q and
-    V.softmax are rocBLAS calls on F16 inputs, F32 output on CDNA, ggml-org/ggml@3132422f ggml-cuda.cu:1288-1298 and
-    its batched path), none bf16; which kernel FlashAttention runs on CDNA is not read. The bf16 reading elsewhere."""
+    headline and which states both; the fp16 reading, where it reads one, where the datasheet rates bf16 apart from
+    fp16 with one accumulator (kvplan.speed.compute_dtype.bf16_apart: the MI100, 184.6 against 92.3 T): its operands
+    are F16 (the F16 cache; without FlashAttention K.Q and V.softmax are rocBLAS calls on F16 inputs, F32 output on
+    CDNA, ggml-org/ggml@3132422f ggml-cuda.cu:1288-1298 and its batched path), none bf16; which kernel FlashAttention
+    runs on CDNA is not read. The bf16 reading elsewhere."""
     fp32, fp16 = rate_of("bf16"), rate_of("fp16")
     if split_accumulate(gpu) and fp32 and fp16:
         return 2.0 / (1.0 / fp32 + 1.0 / fp16)
-    sheet = gpu.dense_flops
-    return fp16 if sheet.get("bf16") and sheet.get("fp16") and sheet["bf16"] != sheet["fp16"] and fp16 else fp32
+    return fp16 if bf16_apart(gpu) and fp16 else fp32
 
 
 def paths(gpu, weight_dtype: str | None, dense_params: float, rate_of, date: str | None = None):

@@ -74,6 +74,7 @@ Metal and CPU backends are not modelled (the corpus has no llama-bench pp point 
 from __future__ import annotations
 
 from kvplan.hardware.facts import parse_capability
+from kvplan.model.layers import attending
 from kvplan.speed.compute_dtype import bf16_apart, split_accumulate
 
 MMVQ_MAX = 8  # mmvq.cuh MMVQ_MAX_BATCH_SIZE: a step of <= 8 tokens runs the vector kernel
@@ -197,5 +198,5 @@ def score_bytes_per_flop(spec, tp: int, attn_flops_per_pair: float) -> float:
     """Bytes the materialized scores move per attention FLOP the Shape prices (its `attn_flops_per_pair` over the same
     pairs): SCORE_BYTES per query head on the rank in each attention layer, over those FLOPs (SCORE_BYTES / (4 x head
     dim) where every layer's head dim is one); 0 for a model without attention FLOPs."""
-    layers = sum(1 for layer in spec.layers if layer.elements_per_token(tp))  # as shape.attention_flops counts them
+    layers = len(attending(spec.layers, tp))  # as shape.attention_flops counts them
     return SCORE_BYTES * spec.num_attention_heads / tp * layers / attn_flops_per_pair if attn_flops_per_pair else 0.0

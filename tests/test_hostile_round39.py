@@ -72,7 +72,11 @@ def test_a_fifo_as_a_link_or_host_profile_is_refused_not_waited_on(tmp_path):
 def test_read_capped_reads_a_file_to_its_cap_and_no_further(tmp_path):
     f = tmp_path / "p.yaml"
     f.write_bytes(b"x" * 10)
-    assert read_capped(f, 10, "it") == b"x" * 10 and read_capped(f, 9, "it") is None
+    assert read_capped(f, 10, "it") == b"x" * 10
+    with pytest.raises(KvplanError, match=r"^it: larger than 0 MiB; not a profile$"):  # 9 B // 2^20 = 0 MiB
+        read_capped(f, 9, "it", "a profile")
+    with pytest.raises(KvplanError, match=r"^it: larger than 0 MiB$"):  # no kind: nothing said of what it is not
+        read_capped(f, 9, "it")
     with pytest.raises(KvplanError, match="is not a regular file"):
         read_capped(tmp_path, 10, "the folder")
     with pytest.raises(FileNotFoundError):

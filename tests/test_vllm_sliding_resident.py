@@ -1,4 +1,4 @@
-"""vLLM V1's sliding-window groups as a running request holds them (kvplan.engines.vllm.pool.resident_concurrency):
+"""vLLM V1's sliding-window groups as a running request holds them (kvplan.engines.vllm.pool.resident_blocks):
 the window's blocks, not the chunk-wide worst case vLLM prints its concurrency from; what kvplan.bench.running's cap
 divides the pool by."""
 

@@ -18,7 +18,7 @@ import re
 
 from kvplan.bench import numbers
 from kvplan.bench.result import BenchRun, Settings, Stat
-from kvplan.speed.corpus import micro_batch
+from kvplan.speed.ggml import micro_batch
 
 MAX_ROWS = 1000
 _REQUIRED = ("n_prompt", "n_gen", "avg_ts")
@@ -39,7 +39,7 @@ def matches_csv(text: str) -> bool:
 
 def _micro_batch(row: dict) -> int | None:
     """The tokens a step of the row's test takes: its `n_ubatch` clamped to its `n_batch`, as llama_context runs it
-    (kvplan.speed.corpus.micro_batch; llama-bench prints the -ub asked, not the one run)."""
+    (kvplan.speed.ggml.micro_batch; llama-bench prints the -ub asked, not the one run)."""
     ub = numbers.count(row.get("n_ubatch"))
     return micro_batch(ub, numbers.count(row.get("n_batch"))) if ub else ub
 

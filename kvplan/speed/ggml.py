@@ -66,7 +66,8 @@ for it) and that day cannot be told and is read as off. A run that states `fa` (
 infers it (a FlashAttention kernel's own before/after table), is read as stated (`materializes_scores`).
 
 `paths(...)` gives a Shape's `paths`: ((first tokens per step, FLOP/s, extra bytes per step), ...), ascending;
-a step of n tokens takes the last entry whose first is <= n (kvplan.speed.terms.path_at). A rate the profile
+a step of n tokens takes the last entry whose first is <= n (kvplan.speed.terms.path_at). A llama-bench test's
+micro-batch is its -ub clamped to its -b (`micro_batch`), as llama_context runs it. A rate the profile
 lacks is not priced at zero: `missing` names it, and the corpus skips such a point.
 Metal and CPU backends are not modelled (the corpus has no llama-bench pp point on them).
 """
@@ -182,6 +183,19 @@ def paths(gpu, weight_dtype: str | None, dense_params: float, rate_of, date: str
     if vendor == "AMD" and arch == "rdna3":
         return _rdna3(cc, wd, date, vec, fp16, rate_of, dequant)
     return (), ""
+
+
+# llama-bench's default -b (cmd_params_defaults n_batch { 2048 }, ggml-org/llama.cpp@050fc7f3
+# tools/llama-bench/llama-bench.cpp), which it passes to the context as n_batch beside n_ubatch (to_llama_cparams).
+LLAMA_BENCH_BATCH = 2048
+
+
+def micro_batch(ubatch: int, batch: int | None) -> int:
+    """The micro-batch a llama-bench test runs: its -ub, clamped to its -b (LLAMA_BENCH_BATCH where unstated).
+    llama_context's constructor takes `n_ubatch = min(n_batch, n_ubatch)` (ggml-org/llama.cpp@4c7103b9
+    src/llama-context.cpp:101, n_batch first clamped to n_ctx at :91), while llama-bench prints the -ub asked: an
+    `n_ubatch` of 4,096 at the default -b ran 2,048-token micro-batches (llama.cpp#14624's MI100 table)."""
+    return min(ubatch, batch or LLAMA_BENCH_BATCH)
 
 
 def materializes_scores(flags: dict, date: str | None) -> bool:

@@ -91,6 +91,16 @@ def llm_compressor_w8a8(kind: str) -> dict:
                                           "input_activations": {**eight, "strategy": "token", "dynamic": True}}}}
 
 
+def read_point(point: dict):
+    """A speed-corpus point (a dict as tests/fixtures/speed/*.yaml writes one) read as the corpus reader reads it
+    (kvplan.speed.corpus.case_of), asserted readable: the Case a test prices."""
+    from kvplan.speed.corpus import case_of
+
+    case, why = case_of(point, "test", "")
+    assert case is not None, why
+    return case
+
+
 SPEED_CORPUS = REPO / "tests" / "fixtures" / "speed"
 
 

@@ -99,7 +99,8 @@ def test_leading_zeros_are_the_number_they_spell():
 
 @pytest.mark.parametrize("factor", [0, -4, "4", True])
 def test_a_rope_factor_that_is_not_a_positive_number_is_refused(factor, kvplan_home, tmp_path):
-    cfg = {**LLAMA_31_8B, "rope_scaling": {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": 8192}}
+    cfg = {**LLAMA_31_8B,
+           "rope_scaling": {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": 8192}}
     with pytest.raises(KvplanError, match="rope_scaling factor .* is not a positive number"):
         read_rope_scaling(cfg, "llama")
     (tmp_path / "config.json").write_text(json.dumps(cfg))

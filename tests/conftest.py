@@ -31,13 +31,38 @@ def load_script(relpath: str, name: str | None = None):
     return mod
 
 
+LOG_CORPUS = REPO / "tests" / "fixtures" / "logs" / "corpus"
+
+
+@functools.cache
+def _budget_corpus():
+    return load_script("benchmarks/budget_corpus.py", "budget_corpus_for_tests")
+
+
+@functools.cache
+def corpus_index() -> tuple:
+    """The memory corpus's index (benchmarks/budget_corpus.py load_index), read once per test process: every record,
+    for a test about the corpus as a whole. Shared: read it, never change it."""
+    return tuple(_budget_corpus().load_index())
+
+
+def corpus_record(rec_id: str, held_out: bool = False) -> dict:
+    """A record of the memory corpus's index. In the training split, unless the test says `held_out=True` at the call
+    (one that reads what a held-out log prints), so no test reads a held-out record unseen."""
+    rec = next(r for r in corpus_index() if r["id"] == rec_id)
+    assert held_out or not _budget_corpus().is_held_out(rec), f"{rec_id} is held out"
+    return rec
+
+
+def corpus_log(rec_id: str, held_out: bool = False) -> str:
+    """The text of a start-up log record of the memory corpus (corpus_record: the training split unless
+    `held_out=True`)."""
+    return (LOG_CORPUS / corpus_record(rec_id, held_out)["log"]).read_text()
+
+
 def training_log(rec_id: str) -> str:
-    """The text of a start-up log record of the memory corpus's training split (benchmarks/budget_corpus.py's index);
-    a held-out record is refused, so a test never reads one."""
-    bench = load_script("benchmarks/budget_corpus.py")
-    rec = next(r for r in bench.load_index() if r["id"] == rec_id)
-    assert not bench.is_held_out(rec), rec_id
-    return (REPO / "tests" / "fixtures" / "logs" / "corpus" / rec["log"]).read_text()
+    """The text of a start-up log record of the memory corpus's training split; a held-out record is refused."""
+    return corpus_log(rec_id)
 
 
 def shared_config(name: str) -> dict:
@@ -64,6 +89,16 @@ def llm_compressor_w8a8(kind: str) -> dict:
             "config_groups": {"group_0": {"targets": ["Linear"],
                                           "weights": {**eight, "strategy": "channel", "dynamic": False},
                                           "input_activations": {**eight, "strategy": "token", "dynamic": True}}}}
+
+
+def read_point(point: dict):
+    """A speed-corpus point (a dict as tests/fixtures/speed/*.yaml writes one) read as the corpus reader reads it
+    (kvplan.speed.corpus.case_of), asserted readable: the Case a test prices."""
+    from kvplan.speed.corpus import case_of
+
+    case, why = case_of(point, "test", "")
+    assert case is not None, why
+    return case
 
 
 SPEED_CORPUS = REPO / "tests" / "fixtures" / "speed"

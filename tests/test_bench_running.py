@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import read_point
 from kvplan.bench.running import Running, case_waves, running
 from kvplan.core.errors import KvplanError
 from kvplan.engines.scheduler import budget_bound, prefill_first_release, resident_context, worker_chunk
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.corpus import Case, case_of, read_corpus
+from kvplan.speed.corpus import Case, read_corpus
 from kvplan.speed.fit import Built
 from kvplan.speed.load import Load
 
@@ -26,9 +27,7 @@ def case(engine="vllm", gpu="h100-sxm", version="0.19.0", isl=7680, osl=1024, fl
     point = {"engine": engine, "gpu": gpu, "version": version, "isl": isl, "osl": osl, "concurrency": 1024,
              "kvplan_model": model, "gpus": dp, "dp": dp, "tp": 1, "flags": dict(flags or {}),
              "metrics": {"tpot_ms": 20}}
-    c, why = case_of(point, "test", "")
-    assert c is not None, why
-    return c
+    return read_point(point)
 
 
 def test_vllm_runs_what_its_pool_holds_at_the_mean_resident_length():
@@ -198,8 +197,7 @@ def test_nvidia_mlperf_harness_settings_bind():
     # generation tokens of a step beside its context chunks (kvplan.engines.scheduler.MIXED_BUDGET), so a steady state
     # keeps 3,584 x 274.35 / (222.33 + 274.35) = 3,584 x 274.35 / 496.68 = 1,979.7 running (budget_bound).
     point = _mlperf_llama2_70b("b200", "fp4", 364, 274.35, "2048", "3584", 0.95, 99123.04)
-    c, why = case_of(point, "test", "")
-    assert c is not None, why
+    c = read_point(point)
     assert c.max_seqs == 2048 and c.dp == 8
     r = running(c, find_in_catalog("llama-2-70b-hf"), find_gpu("b200"))
     assert r.chunk == 3584 and r.cap == pytest.approx(1979.7, abs=0.1)
@@ -215,8 +213,7 @@ def test_trtllm_max_num_tokens_bounds_the_running_requests():
     # <= 256 and the running ones number at most 256 x 292.77 / 515.10 = 145.5, not the 512 the batch size allows
     # (the measured run's Little's law, 69.79 / 8 requests/s x 10.37 s = 90.5 running, sits inside it).
     point = _mlperf_llama2_70b("h200-sxm", "fp8", 70, 292.77, "512", "256", 0.9, 20432.07)
-    c, why = case_of(point, "test", "")
-    assert c is not None, why
+    c = read_point(point)
     r = running(c, find_in_catalog("llama-2-70b-hf"), find_gpu("h200-sxm"))
     assert r.chunk == 256 and r.cap == pytest.approx(145.5, abs=0.1)
     assert budget_bound("trtllm", 256, 222.33, 292.77) == pytest.approx(145.5, abs=0.1)

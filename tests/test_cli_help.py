@@ -36,3 +36,10 @@ def test_help_cuts_no_word_at_80_columns(command):
     # simulate's --engine "capacity_scheduler_policy=MAX…": a user could not read the name to type
     out = CliRunner().invoke(whole_app(), [command, "--help"], env={"COLUMNS": "80", "TERM": "dumb"}).output
     assert "…" not in out, [line for line in out.splitlines() if "…" in line]
+
+
+@pytest.mark.parametrize("command", ["fit", "cheapest", "simulate", "disagg", "step-times", "validate"])
+def test_every_command_taking_a_model_names_it_model_in_its_usage(command):
+    # disagg and step-times spelt their own argument, which typer shows by the parameter's name: "[OPTIONS] model"
+    out = CliRunner().invoke(whole_app(), [command, "--help"], env={"COLUMNS": "80", "TERM": "dumb"}).output
+    assert f"{command} [OPTIONS] MODEL" in out and "[OPTIONS] model" not in out

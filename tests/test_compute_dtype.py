@@ -123,3 +123,18 @@ def test_the_line_names_the_measured_rate_the_terms_run_at():
     assert "measured" not in compute_line("bf16", find_gpu("a10"))
     bare = replace(h100, achieved_dense_flops={}, achieved_dense_flops_source=None)
     assert "measured" not in compute_line("bf16", bare)
+
+
+def test_bf16_apart_is_one_reading_for_the_measured_rate_and_llama_cpps_attention():
+    # Datasheets: the MI100 rates bf16 92.3 T and fp16 184.6 T (apart); the H100 SXM 989.4 T for both (alike); Gaudi 2
+    # states bf16 (432 T) and no fp16 (apart: no fp16 rate stands in for bf16's)
+    from kvplan.speed.compute_dtype import bf16_apart, read_flops
+    from kvplan.speed.ggml import attention_rate
+
+    mi100, h100, gaudi = (find_gpu(k) for k in ("mi100", "h100-sxm", "gaudi2"))
+    assert [bf16_apart(g) for g in (mi100, h100, gaudi)] == [True, False, True]
+    # the MI100's measured fp16 rate (90 T, rocBLAS) is not read as its bf16 one; llama.cpp's attention takes fp16's
+    assert read_flops(mi100, "bf16") != mi100.achieved_dense_flops["fp16"]
+    assert attention_rate(mi100, lambda p: read_flops(mi100, p)) == read_flops(mi100, "fp16")
+    # a part whose datasheet gives no fp16 keeps the bf16 reading where no fp16 rate is read (none is priced at 0)
+    assert attention_rate(gaudi, lambda p: read_flops(gaudi, p)) == read_flops(gaudi, "bf16") > 0

@@ -9,18 +9,16 @@ X.Y.Z.devN and X.Y.ZrcN.devM sort below X.Y.Z. The corpus's club3090-46 log is t
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-import yaml
 from packaging.version import Version
 from typer.testing import CliRunner
 
+from conftest import LOG_CORPUS, corpus_index, corpus_record, training_log
 from kvplan.engines.logparse import parse_log
 from kvplan.engines.versions import parse_version, reading
 
-CORPUS = Path(__file__).parent / "fixtures" / "logs" / "corpus"
-INDEX = {r["id"]: r for r in yaml.safe_load((CORPUS / "index.yaml").read_text())}
+CLUB46 = "club3090-46-qwen36-27b-dflash-2x4090"
 # every threshold vLLM's rules compare a release with, written as releases (kvplan/engines/vllm, engines/*.py)
 THRESHOLDS = ("0.8.5", "0.9.1", "0.11.0", "0.12.0", "0.14.0", "0.15.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0",
               "0.20.1", "0.25.0", "0.29.0")
@@ -29,7 +27,7 @@ THRESHOLDS = ("0.8.5", "0.9.1", "0.11.0", "0.12.0", "0.14.0", "0.15.0", "0.17.0"
 def _dev_builds() -> list[str]:
     """The corpus's stated vLLM versions that are development builds of a release or of its release candidate."""
     out = set()
-    for rec in INDEX.values():
+    for rec in corpus_index():
         v = str(rec.get("version") or "")
         if rec.get("engine") == "vllm" and ".dev" in v and ".post" not in v and Version(v).release[3:] == ():
             out.add(v)
@@ -52,8 +50,8 @@ def test_club3090_46s_build_prints_the_tokens_line_of_0_20_0_as_kvplan_now_reads
     # 67,728 / 180,000 = 0.376, not 1.06: the tokens line is not int(C x L), vLLM 0.20.1's form
     # (kv_cache_utils.py v0.20.1 L1706), so the build lacks that change; kvplan/engines/vllm/capacity.py gives the
     # older form at v <= (0, 20, 0)
-    rec = INDEX["club3090-46-qwen36-27b-dflash-2x4090"]
-    rep = parse_log((CORPUS / rec["log"]).read_text()).reported
+    rec = corpus_record(CLUB46)
+    rep = parse_log(training_log(CLUB46)).reported
     tokens, conc = int(rep["kv_cache_tokens"].value), rep["max_concurrency"].value
     assert (tokens, conc) == (67_728, 1.06) and abs(tokens / 180_000 - conc) > 0.5
     assert parse_version(rec["version"]) <= (0, 20, 0)
@@ -106,9 +104,9 @@ def test_every_command_that_takes_an_engine_version_says_how_it_read_a_developme
 
 def test_check_log_says_how_it_read_the_build_it_was_told():
     # club3090-46's log does not print its release (the issue's environment block states it): --engine-version
-    log = CORPUS / INDEX["club3090-46-qwen36-27b-dflash-2x4090"]["log"]
-    err = _stderr("check-log", str(log), "--model", "qwen3.5-27b", "--gpu", "rtx-4090", "--engine-version",
-                  INDEX["club3090-46-qwen36-27b-dflash-2x4090"]["version"])
+    rec = corpus_record(CLUB46)
+    err = _stderr("check-log", str(LOG_CORPUS / rec["log"]), "--model", "qwen3.5-27b", "--gpu", "rtx-4090",
+                  "--engine-version", rec["version"])
     assert "development build made before release 0.20.1" in err
 
 

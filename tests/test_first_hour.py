@@ -94,9 +94,14 @@ def test_explain_under_pipeline_stages_describes_the_binding_stages_gpu():
     assert 30 * 576 == 17_280 and 17_280 * 131_072 == 2_264_924_160 == stage["kv_used_bytes_per_gpu"]
     assert "One sequence of 131,072 tokens: 2,264,924,160 B (2.11 GiB) per GPU of layers 31-60" in explain
     assert "2,340,421,632 B (" not in explain  # the other stage's sequence only in its own quotient line
-    room = re.search(r"KV memory per GPU of layers 31-60 = .* − weights ([\d.]+) GiB .*? = ([\d.]+) GiB", explain)
-    assert room[1] == f"{stage['weight_bytes_per_gpu'] / gib:.2f}"
-    assert room[2] == f"{stage['kv_memory_bytes_per_gpu'] / gib:.2f}"
+    # its room line adds up (each figure to two decimals): the H200 profile's 150,108,897,280 B = 139.80 GiB x 0.9,
+    # less that stage's weights and the overhead; and that room over the 2.11 GiB sequence is the answer's 68 / 4
+    room = re.search(r"KV memory per GPU of layers 31-60 = ([\d.]+) GiB × 0\.9 − weights ([\d.]+) GiB − overhead "
+                     r"([\d.]+) GiB = ([\d.]+) GiB", explain)
+    usable, weights, overhead, kv = (float(x) for x in room.groups())
+    assert usable == round(150_108_897_280 / gib, 2) == 139.80
+    assert abs(usable * 0.9 - weights - overhead - kv) <= 0.015
+    assert int(kv * gib // 2_264_924_160) * 4 == doc["max_concurrency"] == 68
     assert all(len(line) <= 80 for line in text.splitlines())
 
 
@@ -149,7 +154,10 @@ def test_readme_qwen35_state_pool_sentence_is_what_fit_prints():
            p["free_bytes_per_gpu"], p["kv_memory_bytes_per_gpu"] - p["kv_used_bytes_per_gpu"],
            p["kv_bytes_per_sequence_per_gpu"]]
     assert [f"{b / gib:.2f}" for b in got] == list(m.groups())
-    assert p["kv_bytes_per_sequence_per_gpu"] == 16 * gib + 3 * 153_944_064  # the 3 slots a running request holds
+    # a state slot: per layer 30,720 conv elements in bf16 and 786,432 recurrent ones in fp32 (SGLang's default
+    # mamba_ssm_dtype), (30,720 x 2 + 786,432 x 4) B x 48 layers = 153,944,064 B; a running request holds 3
+    assert (30_720 * 2 + 786_432 * 4) * 48 == 153_944_064
+    assert p["kv_bytes_per_sequence_per_gpu"] == 16 * gib + 3 * 153_944_064
 
 
 def test_readme_front_end_figures_are_the_shipped_ingress():
@@ -279,9 +287,12 @@ def test_memory_table_under_pipeline_stages_is_one_stages_gpu():
             for line in text.split("Answers per deployment")[0].splitlines() if "│" in line}
     gib = 2**30
     assert rows["− batch × context"] == f"{2_264_924_160 / gib:.2f} GiB" == "2.11 GiB"
-    assert rows["= KV cache"] == f"{stage['kv_memory_bytes_per_gpu'] / gib:.2f} GiB"
-    assert rows["− weights"] == f"{stage['weight_bytes_per_gpu'] / gib:.2f} GiB"
-    assert rows["= free"] == f"{stage['free_bytes_per_gpu'] / gib:.2f} GiB"
+    # the rows add up as one GPU's (each to two decimals): 139.80 x 0.9 = 125.82, less weights and overhead is the
+    # KV cache, less the binding stage's 2.11 GiB request is what is free
+    g = {k: float(v.split()[0]) for k, v in rows.items() if v.endswith(" GiB") and "→" not in v}
+    assert rows["× utilisation"] == "0.9 → 125.82 GiB" and round(g["usable memory"] * 0.9, 2) == 125.82
+    assert abs(125.82 - g["− weights"] - g["− overhead (est.)"] - g["= KV cache"]) <= 0.015
+    assert abs(g["= KV cache"] - 2.11 - g["= free"]) <= 0.015
     assert rows["stage shown (binds)"] == "layers 31-60"
     assert all(len(line) <= 80 for line in text.splitlines())
 
@@ -304,18 +315,20 @@ def test_gpus_reads_one_line_a_gpu_at_80_columns_and_json_keeps_every_alias():
     # `kvplan gpus` at 80 columns wrapped each GPU's aliases and name onto 2-7 lines (a100-sxm-80's six aliases:
     # 7 lines). The table now counts the aliases (each in --json, as `--gpu` takes it) and leaves the name out where
     # it would wrap, saying so: one line a GPU, its figures whole.
-    from kvplan.hardware.gpus import load_gpus
-
     out = _run("gpus", env={"COLUMNS": "80"}).stdout
     lines = out.splitlines()
     assert max(len(line) for line in lines) <= 80
     rows = [line for line in lines if "│" in line]
-    catalog = load_gpus()
-    assert len(rows) == len(catalog)  # one line a GPU: no continuation lines
+    import yaml
+
+    # the bundled profiles as written: each file's key and its aliases list
+    files = [yaml.safe_load(f.read_text()) for f in sorted((REPO / "kvplan" / "hardware" / "profiles").glob("*.yaml"))]
+    aliases = {d["key"]: d.get("aliases") or [] for d in files}
+    assert len(rows) == len(aliases)  # one line a GPU: no continuation lines
     doc = {g["key"]: g for g in json.loads(_run("gpus", "--json").stdout)}
     for row in rows:
         key, *_, count = (cell.strip() for cell in row.split("│"))
-        assert int(count) == len(doc[key]["aliases"]) == len(catalog[key].aliases)
+        assert int(count) == len(aliases[key]) and doc[key]["aliases"] == aliases[key]
     assert len(doc["a100-sxm-80"]["aliases"]) == 6 and "a100-sxm4-80gb" in doc["a100-sxm-80"]["aliases"]
     assert "name left out at 80 columns" in " ".join(out.split())
     wide = _run("gpus", env={"COLUMNS": "200"}).stdout

@@ -22,7 +22,7 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from conftest import REPO, one_line_error
+from conftest import LLAMA_31_8B, REPO, one_line_error
 from kvplan.cli import app
 from kvplan.core.capped import read_capped
 from kvplan.core.errors import KvplanError
@@ -31,11 +31,6 @@ from kvplan.readers.rope import read_rope_scaling
 
 runner = CliRunner()
 FIT = ["fit", "llama-3.1-8b", "--gpu", "h100", "--ctx", "8k"]
-LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
-         "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-         "vocab_size": 128256, "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}
-
-
 def _capped_memory():  # a reader that does not stop fails with a MemoryError, not by taking the test machine
     resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
 
@@ -72,7 +67,11 @@ def test_a_fifo_as_a_link_or_host_profile_is_refused_not_waited_on(tmp_path):
 def test_read_capped_reads_a_file_to_its_cap_and_no_further(tmp_path):
     f = tmp_path / "p.yaml"
     f.write_bytes(b"x" * 10)
-    assert read_capped(f, 10, "it") == b"x" * 10 and read_capped(f, 9, "it") is None
+    assert read_capped(f, 10, "it") == b"x" * 10
+    with pytest.raises(KvplanError, match=r"^it: larger than 0 MiB; not a profile$"):  # 9 B // 2^20 = 0 MiB
+        read_capped(f, 9, "it", "a profile")
+    with pytest.raises(KvplanError, match=r"^it: larger than 0 MiB$"):  # no kind: nothing said of what it is not
+        read_capped(f, 9, "it")
     with pytest.raises(KvplanError, match="is not a regular file"):
         read_capped(tmp_path, 10, "the folder")
     with pytest.raises(FileNotFoundError):
@@ -100,7 +99,8 @@ def test_leading_zeros_are_the_number_they_spell():
 
 @pytest.mark.parametrize("factor", [0, -4, "4", True])
 def test_a_rope_factor_that_is_not_a_positive_number_is_refused(factor, kvplan_home, tmp_path):
-    cfg = {**LLAMA, "rope_scaling": {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": 8192}}
+    cfg = {**LLAMA_31_8B,
+           "rope_scaling": {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": 8192}}
     with pytest.raises(KvplanError, match="rope_scaling factor .* is not a positive number"):
         read_rope_scaling(cfg, "llama")
     (tmp_path / "config.json").write_text(json.dumps(cfg))
@@ -110,7 +110,7 @@ def test_a_rope_factor_that_is_not_a_positive_number_is_refused(factor, kvplan_h
 
 def test_a_rope_factor_below_one_is_still_read():
     # transformers only warns for factor < 1 (modeling_rope_utils: "factor field must be a float >= 1"): planned
-    cfg = {**LLAMA, "rope_scaling": {"rope_type": "linear", "factor": 0.5}}
+    cfg = {**LLAMA_31_8B, "rope_scaling": {"rope_type": "linear", "factor": 0.5}}
     assert read_rope_scaling(cfg, "llama").factor == 0.5
 
 

@@ -7,6 +7,7 @@ is not installed (scripts/test.sh installs it with apt-get).
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -184,11 +185,13 @@ def _legend(dom: str) -> list[str]:
     return re.findall(r'class="legendtext"[^>]*>([^<]*)<', dom)
 
 
-def _dom(browser: str, page: Path, tmp_path: Path) -> str:
-    """The page's DOM once its scripts ran in headless Chromium; a skip, saying why, where Chromium cannot run."""
+def _dom(browser: str, page: Path, tmp_path: Path, width: int | None = None) -> str:
+    """The page's DOM once its scripts ran in headless Chromium (in a window `width` px wide where given); a skip,
+    saying why, where Chromium cannot run."""
+    window = [f"--window-size={width},{HEIGHT}"] if width else []
     out = subprocess.run([browser, "--headless", "--disable-gpu", "--no-sandbox", "--disable-dev-shm-usage",
                           "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=3000",
-                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+                          *window, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
     if "<html" not in out.stdout:
         pytest.skip(f"Chromium could not run here: {out.stderr.strip().splitlines()[-1:]}")
     return out.stdout
@@ -288,3 +291,35 @@ def test_no_request_slot_column_where_no_plan_has_the_pool(loaded):
     # the sweep of the module's page plans with the engine-neutral planner: nothing above its budget, so neither the
     # table's column nor the chart's part
     assert "request slots GiB/GPU" not in loaded["dom"] and "request slots (above" not in _legend(loaded["dom"])
+
+
+# Appended to a page: once it has laid out, the answer table's width and every cell whose text overflows its box
+MEASURE = """<script>window.addEventListener('load', function () { setTimeout(function () {
+  var t = document.getElementById('headline'), cut = [];
+  t.querySelectorAll('td, th').forEach(function (c) {
+    if (c.scrollWidth > c.clientWidth) { cut.push(c.textContent); } });
+  var p = document.createElement('pre'); p.id = 'measured';
+  p.textContent = JSON.stringify({table: t.getBoundingClientRect().width, cut: cut}); document.body.appendChild(p);
+}, 300); });</script></body>"""
+
+
+def test_the_answer_table_fits_a_1280_px_window_with_every_figure_whole(tmp_path, kvplan_home):
+    # The README's sweep with prices: its answer table held qwen3-32b at 128k's reason on one line ("131,072 tokens is
+    # beyond the model's context limit (40,960 tokens)"), 1,344 px wide at 1280 px. The page's body has 24 px margins,
+    # so 1280 - 2 x 24 = 1,232 px is the room; the reason wraps in its cell, figures never do
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    browser = chromium()
+    prices, page = tmp_path / "prices.yaml", tmp_path / "plan.html"
+    prices.write_text("h100-sxm: 2.49\nh200-sxm: 3.59\nmi300x: 2.99\n")
+    r = CliRunner().invoke(app, ["sweep", "--models", "llama-3.1-70b,qwen3-32b", "--gpu", "h100,h200,mi300x", "--ctx",
+                                 "8k,32k,128k", "--prices", str(prices), "-o", str(page)])
+    assert r.exit_code == 0, r.output
+    page.write_text(page.read_text(encoding="utf-8").replace("</body>", MEASURE, 1), encoding="utf-8")
+    dom = _dom(browser, page, tmp_path, width=1280)
+    measured = json.loads(html.unescape(re.search(r'<pre id="measured">(.*?)</pre>', dom, re.S).group(1)))
+    assert measured["table"] <= 1280 - 2 * 24 and measured["cut"] == []
+    table = re.search(r'<table id="headline">.*?</table>', dom, re.S).group(0)
+    assert "beyond the model's context limit" in table and "<td>0.1993</td>" in table  # 2.99 / 15 users, whole

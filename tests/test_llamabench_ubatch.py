@@ -1,4 +1,4 @@
-"""llama-bench's micro-batch as llama.cpp runs it: -ub clamped to -b (kvplan.speed.corpus.micro_batch).
+"""llama-bench's micro-batch as llama.cpp runs it: -ub clamped to -b (kvplan.speed.ggml.micro_batch).
 
 llama_context's constructor sets `n_ubatch = min(n_batch, n_ubatch)` (ggml-org/llama.cpp@4c7103b9
 src/llama-context.cpp:101) and llama-bench's default -b is 2048 (`cmd_params_defaults`, ggml-org/llama.cpp@050fc7f3
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from kvplan.bench.llamabench import parse_rows
-from kvplan.speed.corpus import micro_batch, read_corpus
+from kvplan.speed.corpus import read_corpus
+from kvplan.speed.ggml import micro_batch
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
 

@@ -9,11 +9,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import yaml
 
+from conftest import corpus_log, corpus_record, training_log
 from kvplan.core.errors import KvplanError
 from kvplan.engines import resolve_engine
 from kvplan.engines.logparse import parse_log
@@ -27,8 +25,8 @@ from kvplan.planning.plan import Request
 from kvplan.readers.configs import spec_from_config
 from kvplan.sources.catalog import find_in_catalog
 
-CORPUS = Path(__file__).parent / "fixtures" / "logs" / "corpus"
-INDEX = {r["id"]: r for r in yaml.safe_load((CORPUS / "index.yaml").read_text())}
+# the V0_SWAP record in the memory corpus's held-out split: its test reads what its log prints, said at each read
+HELD_OUT = {"vllm-13882-qwen25-7b-rtx4060-v0"}
 GIB = 2**30
 
 # deepseek-ai/deepseek-coder-6.7b-instruct's config.json, the keys that size its cache: a Llama layout with 32
@@ -55,7 +53,7 @@ def _spec(model):
 
 @pytest.mark.parametrize("record,model,tp", V0_SWAP, ids=[r for r, _, _ in V0_SWAP])
 def test_vllm_v0_cpu_blocks_equal_the_logs(record, model, tp):
-    rec = INDEX[record]
+    rec = corpus_record(record, held_out=record in HELD_OUT)
     printed = int(str(rec["figures"]["cpu_blocks"]).replace(",", ""))
     assert rec["tp"] == tp
     spec = _spec(model)
@@ -64,13 +62,13 @@ def test_vllm_v0_cpu_blocks_equal_the_logs(record, model, tp):
     (tier,) = offload_pools(engine, plan, spec, parse_offload(f"cpu:{4 * tp}GiB")).tiers
     assert tier.flag == "--swap-space 4.0" and tier.blocks == printed
     # the log parser reads the same figure back from the excerpt
-    assert parse_log((CORPUS / rec["log"]).read_text()).reported["cpu_blocks"].value == printed
+    assert parse_log(corpus_log(record, held_out=record in HELD_OUT)).reported["cpu_blocks"].value == printed
 
 
 def test_vllm_v0_cpu_blocks_of_a_model_outside_the_catalog_by_hand():
     # vllm#12126, Llama-3.2-11B-Vision at tp 1: 40 decoder layers (32 self- and 8 cross-attention) of 8 KV heads x
     # 128, bf16: 2 x 40 x 8 x 128 x 2 = 163,840 B per token; 4 GiB // (16 x 163,840 B) = 1,638 blocks.
-    rec = INDEX["vllm-12126-llama32-11b-vision-h100"]
+    rec = corpus_record("vllm-12126-llama32-11b-vision-h100", held_out=True)
     assert swap_blocks(4 * GIB, 16, 2 * 40 * 8 * 128 * 2) == int(rec["figures"]["cpu_blocks"]) == 1_638
 
 
@@ -108,8 +106,8 @@ def test_sglang_31600_allocates_per_rank_in_decimal_gb():
     # checks is the unit and the scope. --hicache-size is decimal GB per rank: 960 GB for 8 ranks is 120 GB each;
     # llama-3.1-70b at tp 8 (40,960 B per token, page 1): (int(120e9 // 40,960) + 1) x 40,960 = 120,000,020,480 B,
     # printed as 120.00 GB on every rank.
-    rec = INDEX["sglang-31600-glm52-hicache-8ranks"]
-    log = parse_log((CORPUS / rec["log"]).read_text())
+    rec = corpus_record("sglang-31600-glm52-hicache-8ranks", held_out=True)
+    log = parse_log(corpus_log(rec["id"], held_out=True))
     assert log.engine == "sglang" and log.tp == rec["tp"] == 8
     spec = find_in_catalog("llama-3.1-70b")
     engine = resolve_engine("sglang", "0.5.16")
@@ -124,8 +122,7 @@ def test_sglang_pr8102_refusal_is_the_reserve_rule():
     # the request with the available memory less 10 GiB (44.87 GB - 10.74 GB = 34.13 GB < 40.00) and printed the
     # available memory. kvplan's host check, on a host whose memory is those 44.87 GB: the same refusal; with
     # 51 GB (51 - 10.74 = 40.26 >= 40.00) none.
-    rec = INDEX["sglang-pr8102-hicache-refusal"]
-    log = parse_log((CORPUS / rec["log"]).read_text())
+    log = parse_log(training_log("sglang-pr8102-hicache-refusal"))
     asked, free = log.reported["hicache_requested_gb"].value, log.reported["hicache_free_gb"].value
     assert asked * 1e9 > free * 1e9 - 10 * GIB
     spec = find_in_catalog("llama-3.1-8b")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import LLAMA_31_8B
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.core.errors import KvplanError
 from kvplan.readers.rope import rope_table_bytes as rope_tables_bytes
@@ -68,10 +69,7 @@ def test_hostile_rope_factor_is_a_clean_error_from_the_cli(tmp_path):
 
     from kvplan.cli import app
 
-    cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
-           "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
-           "vocab_size": 128256, "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
-           "rope_scaling": {"rope_type": "linear", "factor": 1e30}}
+    cfg = {**LLAMA_31_8B, "rope_scaling": {"rope_type": "linear", "factor": 1e30}}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
     res = CliRunner().invoke(app, ["fit", str(path), "--gpu", "h100"])

@@ -5,10 +5,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import yaml
-
+from conftest import corpus_record, training_log
 from kvplan.engines import resolve_engine
 from kvplan.engines.sglang.loaded import mxfp4_extra
 from kvplan.hardware.gpus import find_gpu
@@ -18,7 +15,6 @@ from kvplan.sources.catalog import find_in_catalog
 
 GIB = 2**30
 GPT_OSS_20B = find_in_catalog("gpt-oss-20b")
-CORPUS = Path(__file__).parent / "fixtures" / "logs" / "corpus"
 
 
 def test_flashinfer_padding_on_blackwell_by_hand():
@@ -75,8 +71,7 @@ def test_kvcached_198_gpt_oss_on_blackwell_within_three_percent():
     # ovg-project/kvcached#198: "Load weight end. type=GptOssForCausalLM ... mem usage=14.53 GB" (GB = GiB), a
     # ~178 GiB GPU (B200). The checkpoint alone is 11.8 % low; with the flashinfer layout 2.5 % low (the rest,
     # 0.37 GiB, is not in SGLang's source: allocator segments left from the per-expert shuffles, unpriced).
-    rec = next(r for r in yaml.safe_load((CORPUS / "index.yaml").read_text())
-               if r["id"] == "sglang-kvcached-198-gpt-oss-20b")
+    rec = corpus_record("sglang-kvcached-198-gpt-oss-20b")
     printed = float(rec["figures"]["weights_mem_usage_gb"]) * GIB
     res = resolve_engine("sglang", "0.5.3").result(GPT_OSS_20B, find_gpu(rec["gpu_inferred"]), Deployment(1, 1),
                                                    Request(context=4096))
@@ -91,7 +86,7 @@ def test_tp_inferred_from_the_weights_as_loaded_not_the_checkpoint():
     # assumed" while the weights row (as loaded) sat at -2.5 %. As loaded, tp 1 matches and is said so.
     from kvplan.engines.logparse import parse_log
     from kvplan.engines.reconcile import reconcile
-    rec = parse_log((CORPUS / "sglang-kvcached-198-gpt-oss-20b.log").read_text())
+    rec = parse_log(training_log("sglang-kvcached-198-gpt-oss-20b"))
     res = reconcile(rec, GPT_OSS_20B, find_gpu("b200"), "0.5.3", None, None)
     assert any("tp 1 inferred" in n for n in res.notes), res.notes
     assert not any("no split of the weights" in n for n in res.notes)

@@ -9,10 +9,8 @@ mem_cache/memory_pool.py L595-615, the DSA pool adding its indexer keys at L1832
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
-import yaml
 
 from kvplan.core.errors import KvplanError
 from kvplan.engines import resolve_engine
@@ -22,22 +20,18 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
 from kvplan.sources.catalog import find_in_catalog
-from conftest import load_script
+from conftest import corpus_index, corpus_log, load_script
 
-ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT / "tests" / "fixtures" / "logs" / "corpus"
-INDEX = yaml.safe_load((CORPUS / "index.yaml").read_text())
 GIB = 2**30
 
 
-def _parsed(rid: str):
-    rec = next(r for r in INDEX if r["id"] == rid)
-    return parse_log((CORPUS / rec["log"]).read_text())
+def _parsed(rid: str, held_out: bool = False):
+    return parse_log(corpus_log(rid, held_out))
 
 
 def _pool_rows() -> dict:
     b = load_script("benchmarks/budget_corpus.py", "budget_corpus")
-    return {r["id"]: r for r in b.budget_sglang.sglang_pool(INDEX, b._split, b.parsed)}
+    return {r["id"]: r for r in b.budget_sglang.sglang_pool(list(corpus_index()), b._split, b.parsed)}
 
 
 def test_scheduler_line_before_chunked_prefill_size_is_read():
@@ -85,7 +79,7 @@ def test_mla_kv_size_line_is_read_and_a_dsa_pool_is_refused():
     # (size + page + 1) rows x (128 + 4) B; 78 layers: (3,262,824 x 656 + 3,262,825 x 132) x 78 = 200,546,224,632 B
     # = 186.77 GiB. kvplan refuses SGLang's DSA pool on ROCm (kvplan.engines.sglang.dsa: 0.5.8's fp8 row there
     # follows the gfx target's fp8 format, a later page SGLANG_USE_AITER and Triton's version), so this check too.
-    r = _parsed("sglang-amd-glm5-fp8-mi355x-tp8").reported
+    r = _parsed("sglang-amd-glm5-fp8-mi355x-tp8", held_out=True).reported
     assert (r["kv_tokens"].text, r["kv_size_gb"].text) == ("3262823", "186.77") and "k_size_gb" not in r
     per_layer = 3_262_824 * (512 + 512 // 128 * 4 + 64 * 2) + 3_262_825 * (128 + 4)
     assert f"{per_layer * 78 / GIB:.2f}" == "186.77"

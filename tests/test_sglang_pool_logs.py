@@ -10,7 +10,6 @@ import math
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import KvplanError
@@ -21,11 +20,9 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
 from kvplan.sources.catalog import find_in_catalog
-from conftest import load_script
+from conftest import LOG_CORPUS, corpus_index, corpus_log, corpus_record, load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT / "tests" / "fixtures" / "logs" / "corpus"
-INDEX = yaml.safe_load((CORPUS / "index.yaml").read_text())
 GIB = 2**30
 
 
@@ -40,14 +37,11 @@ def _tokens_from_k(printed: str, k_bytes: int, page: int = 1) -> tuple[int, int]
     return math.ceil((x - 0.005) * GIB / k_bytes) - page, math.floor((x + 0.005) * GIB / k_bytes) - page
 
 
-def _record(rid: str) -> dict:
-    return next(r for r in INDEX if r["id"] == rid)
-
 
 def _fp16_run(rec: dict, model_name: str, tp: int, gpu: str, context: int, opts: list[str]):
     """A run's reported figures, and the newest SGLang as it ran (its `opts`) with the model, layout, settings and
     --kv-cache-dtype float16 it is planned at."""
-    rep = parse_log((CORPUS / rec["log"]).read_text()).reported
+    rep = parse_log((LOG_CORPUS / rec["log"]).read_text()).reported
     model, dep = find_in_catalog(model_name), Deployment(tp, 1)
     engine = resolve_engine("sglang", None, opts)
     st = engine.settings(model, find_gpu(gpu), dep, Request(context=context))
@@ -56,7 +50,7 @@ def _fp16_run(rec: dict, model_name: str, tp: int, gpu: str, context: int, opts:
 
 def test_llama_8b_on_l40s_tokens_from_k_size_and_pool_from_the_budget():
     # sglang#13023 (keyboardAnt, 2025-11-11; held out): Llama-3.x-8B bf16 on one L40S, release inferred 0.5.5.
-    rep = parse_log((CORPUS / _record("sglang-13023-llama-8b-l40s")["log"]).read_text()).reported
+    rep = parse_log(corpus_log("sglang-13023-llama-8b-l40s", held_out=True)).reported
     assert rep["kv_tokens"].value == 183_133 and rep["k_size_gb"].text == "11.18"
     model, dep = find_in_catalog("llama-3.1-8b-instruct"), Deployment(1, 1)
     engine = resolve_engine("sglang", "0.5.5")
@@ -91,9 +85,9 @@ def test_llama_8b_on_h100_at_0_4_4_end_to_end():
     # sglang#4760 (yubofredwang, 2025-03-25; training): Meta-Llama-3.1-8B-Instruct under the FA3 backend (Hopper
     # only), 63.48 + 15.11 = 78.59 GB free before loading (an H100 SXM's 79.18 GiB less its CUDA context; an H100
     # PCIe's or H800's torch total is 78.60), main of 2025-03-25 (release inferred 0.4.4).
-    rec = _record("sglang-4760-llama31-8b-h100-fa3")
+    rec = corpus_record("sglang-4760-llama31-8b-h100-fa3")
     assert (rec["gpu_inferred"], rec["version_inferred"]) == ("h100-sxm", "0.4.4")
-    rep = parse_log((CORPUS / rec["log"]).read_text()).reported
+    rep = parse_log((LOG_CORPUS / rec["log"]).read_text()).reported
     assert rep["kv_tokens"].value == 442_750 and rep["k_size_gb"].text == "27.02"
     model, dep, gpu = find_in_catalog("llama-3.1-8b-instruct"), Deployment(1, 1), find_gpu("h100-sxm")
     engine = resolve_engine("sglang", "0.4.4")
@@ -133,7 +127,7 @@ def test_mimo_v2_flash_k_size_is_the_swa_pools_first_line():
 
 def test_budget_corpus_sglang_rows_run_and_tokens_from_k_are_exact():
     b = _bench()
-    rows = b.budget_sglang.sglang_pool(INDEX, b._split, b.parsed)
+    rows = b.budget_sglang.sglang_pool(list(corpus_index()), b._split, b.parsed)
     from_k = [r for r in rows if "tokens_from_k" in r["terms"]]
     assert len(from_k) >= 8
     assert all(r["terms"]["tokens_from_k"]["error"] == 0 for r in from_k), [r["id"] for r in from_k]
@@ -163,8 +157,8 @@ def test_qwen3_8b_on_b200_piecewise_graph_reserve_and_pool_from_the_budget():
     # free before loading, its torch total 178.35 GiB). It compiles 74 piecewise CUDA graphs ("74/74").
     from kvplan.engines.sglang import piecewise
 
-    rec = _record("sglang-skill-cleanlog-qwen3-8b-sm100-178g")
-    text = (CORPUS / rec["log"]).read_text()
+    rec = corpus_record("sglang-skill-cleanlog-qwen3-8b-sm100-178g")
+    text = (LOG_CORPUS / rec["log"]).read_text()
     rep = parse_log(text).reported
     assert rep["kv_tokens"].value == 992_896 and rep["k_size_gb"].text == "68.18" and "| 74/74 " in text
     # Capture sizes up to the chunked prefill 16,384 (0.5.12 `_generate_piecewise_cuda_graph_tokens`): 4..32 by 4 (8),
@@ -201,8 +195,8 @@ def test_a_log_before_the_token_count_in_the_k_line_is_read_and_its_pool_is_max_
     # L345-349) and "KV Cache is allocated. K size: X GB, V size: Y GB." (no #tokens; mem_cache/memory_pool.py
     # L194-196); the pool is built with max_total_num_tokens rows + 1 (model_runner.py L651-652). jerryzsj's README
     # (2025-02-04): DeepSeek-R1-Distill-Qwen-7B (Qwen2.5-7B's shapes) on an RTX 3090 under WSL2.
-    rec = _record("sglang-jerryzsj-r1-qwen7b-3090-wsl")
-    rep = parse_log((CORPUS / rec["log"]).read_text()).reported
+    rec = corpus_record("sglang-jerryzsj-r1-qwen7b-3090-wsl")
+    rep = parse_log((LOG_CORPUS / rec["log"]).read_text()).reported
     assert {k: rep[k].text for k in ("avail_after_weights_gb", "k_size_gb", "v_size_gb", "max_total_num_tokens")} == {
         "avail_after_weights_gb": "8.37", "k_size_gb": "2.82", "v_size_gb": "2.82", "max_total_num_tokens": "105531"}
     assert "kv_tokens" not in rep and "weights_mem_usage_gb" not in rep
@@ -225,7 +219,7 @@ def test_check_log_reads_a_log_before_the_token_count_at_max_total_num_tokens():
     # profile's 23.58 GiB usable less 0.5 GiB at tp 1, where Windows left SGLang 22.76 GB (hence `unpredictable`).
     from kvplan.engines.reconcile import reconcile
 
-    rec = parse_log((CORPUS / _record("sglang-jerryzsj-r1-qwen7b-3090-wsl")["log"]).read_text())
+    rec = parse_log(corpus_log("sglang-jerryzsj-r1-qwen7b-3090-wsl"))
     res = reconcile(rec, find_in_catalog("qwen2.5-7b"), find_gpu("rtx-3090"), "0.4.2.post1", None, None)
     rows = {r.quantity.split(" (")[0]: r for r in res.rows}
     assert rows["K size from #tokens"].predicted == "2.82 GB" and rows["K size from #tokens"].ok
@@ -238,9 +232,9 @@ def test_qwen3_14b_on_four_rtx_4090s_at_tp_4_pool_and_end_to_end():
     # ugyhybnb/sglang-performance-test@2265f92f "项目A-v2-服务基线.md" (2026-06-14; training): Qwen3-14B, tp 4,
     # 4 x RTX 4090, --mem-fraction-static 0.80, SGLang built at ebaf86d4 (0.5.13 inferred): "avail mem=16.00 GB, mem
     # usage=7.08 GB", "#tokens: 298447, K size: 5.69 GB".
-    rec = _record("sglang-perftest-qwen3-14b-4x4090-tp4")
+    rec = corpus_record("sglang-perftest-qwen3-14b-4x4090-tp4")
     assert (rec["gpu"], rec["version_inferred"], rec["tp"]) == ("rtx-4090", "0.5.13", 4)
-    rep = parse_log((CORPUS / rec["log"]).read_text()).reported
+    rep = parse_log((LOG_CORPUS / rec["log"]).read_text()).reported
     assert rep["kv_tokens"].value == 298_447 and rep["k_size_gb"].text == "5.69"
     model, dep, gpu = find_in_catalog("qwen3-14b"), Deployment(4, 1), find_gpu("rtx-4090")
     engine = resolve_engine("sglang", "0.5.13", ["mem_fraction_static=0.8"])
@@ -272,7 +266,7 @@ def test_qwen3_14b_on_two_rtx_a4500s_with_cpu_offload_pool_from_k_and_the_budget
     # L2), --dtype half --cpu-offload-gb 48 --mem-fraction-static 0.65: "avail mem=17.22 GB, mem usage=1.50 GB" after
     # 18.73 GB free before loading, "#tokens: 139814, K size: 5.33 GB". Most weights sit in host memory, which kvplan
     # does not plan for SGLang: the index marks it unpredictable and only the pool is checked.
-    rec = _record("sglang-tianyang-qwen3-14b-2xa4500-offload")
+    rec = corpus_record("sglang-tianyang-qwen3-14b-2xa4500-offload")
     assert rec["gpu"] == "rtx-a4500" and rec["unpredictable"].startswith("--cpu-offload-gb 48")
     rep, engine, model, dep, st, fp16 = _fp16_run(rec, "qwen3-14b", 2, "rtx-a4500", 40960,
                                                   ["mem_fraction_static=0.65", "chunked_prefill_size=2048"])
@@ -297,7 +291,7 @@ def test_qwen25_7b_awq_on_a_16gb_card_pool_from_k_and_the_budget():
     # AgentiviumAI/workflow-aware-prompt-cache@628a8f54 sglang.log (2026-09-24; training): Qwen2.5-7B-Instruct-AWQ
     # (awq_marlin) at tp 1, --mem-fraction-static 0.82, fp16 KV: 15.08 GB free before loading, "avail mem=9.83 GB, mem
     # usage=5.25 GB", "#tokens: 133052, K size: 3.55 GB". Card and release unnamed: only the pool is checked.
-    rec = _record("sglang-agentivium-qwen25-7b-awq-16gb")
+    rec = corpus_record("sglang-agentivium-qwen25-7b-awq-16gb")
     assert rec["gpu"] is None and rec["version"] is None and rec["weights"] == "awq"
     rep, engine, model, dep, st, fp16 = _fp16_run(rec, "qwen2.5-7b", 1, "rtx-5080", 32768,
                                                   ["mem_fraction_static=0.82", "chunked_prefill_size=8192"])

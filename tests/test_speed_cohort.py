@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import read_point
 from kvplan.bench.running import running
 from kvplan.engines.capacity_policy import preempts_on_growth
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.cohort import cohort
-from kvplan.speed.corpus import case_of, read_corpus
+from kvplan.speed.corpus import read_corpus
 from kvplan.speed.load import Load, combos, value
 
 LLAMA = find_in_catalog("llama-3.1-8b-instruct")
@@ -76,9 +77,7 @@ def _point(concurrency, rate=None, **extra):
              "tp": 1, "flags": {"gpu_memory_utilization": 0.95}, "metrics": {"tpot_ms": 20}, **extra}
     if rate:
         point["request_rate"] = rate
-    c, why = case_of(point, "test", "")
-    assert c is not None, why
-    return c
+    return read_point(point)
 
 
 def test_vllm_caps_a_fixed_closed_loop_at_its_cycles_mean():

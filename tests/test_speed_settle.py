@@ -3,7 +3,7 @@ replica's capacity at its running cap, the overload of kvplan.speed.load at or p
 
 import math
 
-from kvplan.speed.corpus import case_of
+from conftest import read_point
 from kvplan.speed.fit import Built, predict, rho_cap_of, settle
 from kvplan.speed.load import batch_and_mode
 from kvplan.speed.model import coefficients
@@ -13,8 +13,7 @@ def _built(rate: float) -> Built:
     point = {"engine": "vllm", "gpu": "h100-sxm", "version": "0.19.0", "isl": 1000, "osl": 200, "request_rate": rate,
              "arrival": "poisson", "num_prompts": 2000, "kvplan_model": "llama-3.1-8b-instruct", "gpus": 1, "dp": 1,
              "tp": 1, "metrics": {"ttft_ms": 100}}
-    c, why = case_of(point, "test", "")
-    assert c is not None, why
+    c = read_point(point)
     return Built(c)
 
 

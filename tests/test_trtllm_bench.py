@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import read_point
 from kvplan.bench.running import running
 from kvplan.engines.trtllm.bench import BenchSettings, bench_settings, finetune
 from kvplan.hardware.gpus import find_gpu
@@ -65,9 +66,7 @@ def point(flags=None, harness="trtllm-bench", isl=1000, osl=1000):
     p = {"engine": "trtllm", "version": "1.0", "gpu": "h100-sxm", "isl": isl, "osl": osl, "request_rate": "inf",
          "num_prompts": 3000, "kvplan_model": "llama-3.1-8b-instruct", "gpus": 1, "tp": 1, "weight_dtype": "fp8",
          "harness": harness, "flags": dict(flags or {}), "metrics": {"output_throughput": 15220}}
-    c, why = case_of(p, "test", "")
-    assert c is not None, why
-    return c
+    return read_point(p)
 
 
 def test_a_trtllm_bench_point_runs_at_the_tools_settings():
@@ -110,9 +109,7 @@ def dep_point(flags, tp=None):
          "harness": "trtllm-bench", "flags": dict(flags), "metrics": {"output_throughput": 20000}}
     if tp:
         p["tp"] = tp
-    c, why = case_of(p, "test", "")
-    assert c is not None, why
-    return c
+    return read_point(p)
 
 
 def test_trtllm_bench_attention_dp_ranks_each_run_the_tools_limit():

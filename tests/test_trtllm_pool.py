@@ -5,14 +5,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import yaml
-
 from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.engines.logparse import parse_log
 from kvplan.engines.trtllm import engine as trt
 from kvplan.planning.deploy import Deployment
 from kvplan.sources.catalog import find_in_catalog
-from conftest import load_script
+from conftest import corpus_record, load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "fixtures" / "logs" / "corpus"
@@ -55,8 +53,7 @@ def test_the_log_is_read_and_kvplan_is_exact_given_its_budget_and_within_5_perce
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
     bt = load_script("benchmarks/budget_trtllm.py", "budget_trtllm")
-    index = yaml.safe_load((CORPUS / "index.yaml").read_text())
-    entry = next(x for x in index if x["id"] == "trtllm-6294-llama31-8b-fp8-h100")
+    entry = corpus_record("trtllm-6294-llama31-8b-fp8-h100")
     given = bt._given_budget(entry, rec)
     assert given["kvplan_tokens"] == given["printed_tokens"] == 860_320 and given["tokens_bytes_in_printed_gib"]
     # End to end (H100 SXM's torch total 79.18 GiB, fraction 0.8, an estimation run of 23,552 tokens), the budget is
@@ -81,7 +78,7 @@ def test_a_dgx_spark_log_is_exact_given_its_budget_and_unpredictable_end_to_end(
     assert r["kv_gib"].text == "5.95" and r["non_torch_gib"].text == "49.28"
     assert round((119.70 - r["peak_gib"].value + 0.56) * 0.9, 2) == r["available_kv_gib"].value == 5.95
     bt = load_script("benchmarks/budget_trtllm.py", "budget_trtllm")
-    entry = next(x for x in yaml.safe_load((CORPUS / "index.yaml").read_text()) if x["id"] == log.stem)
+    entry = corpus_record(log.stem)
     given = bt._given_budget(entry, rec)
     assert given["kvplan_tokens"] == given["printed_tokens"] == 86_720 and given["bytes_per_token"] == 73_728
     assert given["tokens_bytes_in_printed_gib"]

@@ -10,11 +10,10 @@ club3090-104 (noonghunna/club-3090#104, 2026-05-09).
 from __future__ import annotations
 
 import dataclasses
-import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import corpus_record, training_log
 from kvplan.core.errors import KvplanError
 from kvplan.engines.logparse import parse_log
 from kvplan.engines.vllm import capture_list as cl
@@ -25,7 +24,6 @@ from kvplan.planning.plan import Request
 from kvplan.planning.speculative import Speculative
 from kvplan.sources.catalog import require_in_catalog
 
-CORPUS = Path(__file__).parent / "fixtures" / "logs" / "corpus"
 V19, V21, V30 = (0, 19, 0), (0, 21, 0), (0, 30, 0)
 
 
@@ -107,14 +105,8 @@ def test_the_training_log_of_a_downgraded_spec_run():
     The club's compose for this model serves max_num_seqs 2 with MTP 3 (its #295 args line, training record
     club3090-295): min(2 x 4 x 2, 512, 8192) = 16, grid [1, 2, 4, 8, 16] unrounded (PIECEWISE only) = 5, largest
     16, the log's shape. kvplan's rule before this module, min(2 x 2, 512) = 4, gave [1, 2, 4]: 3."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import budget_corpus
-
-    recs = {r["id"]: r for r in budget_corpus.load_index()}
-    for rid in ("club3090-104-qwen36-27b-autoround-2x3090", "club3090-295-qwen36-27b-autoround-int4-2x3090"):
-        assert not budget_corpus.is_held_out(recs[rid]), rid
-    assert recs["club3090-295-qwen36-27b-autoround-int4-2x3090"]["flags"]["max_num_seqs"] == 2
-    rec = parse_log((CORPUS / recs["club3090-104-qwen36-27b-autoround-2x3090"]["log"]).read_text())
+    assert corpus_record("club3090-295-qwen36-27b-autoround-int4-2x3090")["flags"]["max_num_seqs"] == 2  # training
+    rec = parse_log(training_log("club3090-104-qwen36-27b-autoround-2x3090"))
     assert rec.graph_shape == (("PIECEWISE", 5, 16),)
     sizes = cl.capture_list(_drafted(3), 2, 8192, V21, full_decode=False)
     assert (len(sizes), sizes[-1]) == (5, 16)

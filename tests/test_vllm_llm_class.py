@@ -4,11 +4,11 @@ kvplan.bench.running.llm_class_opts)."""
 
 from __future__ import annotations
 
+from conftest import read_point
 from kvplan.bench.running import running
 from kvplan.engines.vllm.defaults import batch_defaults, llm_class_defaults
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.corpus import case_of
 
 LLAMA = find_in_catalog("llama-3.1-8b-instruct")
 
@@ -41,9 +41,7 @@ def _case(harness, version="0.10.0", gpu="h100-sxm", flags=None):
     point = {"engine": "vllm", "gpu": gpu, "version": version, "isl": 870, "osl": 128, "request_rate": "inf",
              "kvplan_model": "llama-3.1-8b-instruct", "gpus": 1, "tp": 1, "harness_kind": "inprocess",
              "harness": harness, "flags": dict(flags or {}), "metrics": {"request_throughput": 45}}
-    c, why = case_of(point, "test", "")
-    assert c is not None, why
-    return c
+    return read_point(point)
 
 
 def test_an_llm_class_harness_is_priced_at_the_llm_class_chunk():

@@ -7,17 +7,13 @@ through 0.20.0 N is num_blocks // groups x block, which a hybrid's padded groups
 below is the log's; L is the record's stated max_model_len.
 """
 
-from pathlib import Path
-
 import pytest
-import yaml
 
-from conftest import load_script
+from conftest import LOG_CORPUS, corpus_index, corpus_record, load_script, training_log
 from kvplan.engines.logparse import parse_log
 from kvplan.engines.versions import parse_version
 
-CORPUS = Path(__file__).parent / "fixtures" / "logs" / "corpus"
-INDEX = {r["id"]: r for r in yaml.safe_load((CORPUS / "index.yaml").read_text())}
+INDEX = {r["id"]: r for r in corpus_index()}  # the corpus as a whole: its records' own fields, any split
 ROUND40 = ("club3090-74-qwen36-27b-nvlink-2x3090", "club3090-75-qwen36-27b-dflash-pcie-2x3090",
            "club3090-76-qwen36-27b-dflash-noviz-pcie-2x3090", "club3090-77-qwen36-27b-dual-pcie-2x3090",
            "club3090-594-qwen36-27b-fp8-2x3090-v0240", "club3090-602-qwen36-27b-fp8-int8kv-3090-3090ti",
@@ -27,8 +23,8 @@ ROUND40 = ("club3090-74-qwen36-27b-nvlink-2x3090", "club3090-75-qwen36-27b-dflas
 
 
 def _lines(rid: str) -> tuple[int, float, int]:
-    rec = INDEX[rid]
-    rep = parse_log((CORPUS / rec["log"]).read_text()).reported
+    rec = corpus_record(rid)
+    rep = parse_log(training_log(rid)).reported
     return int(rep["kv_cache_tokens"].value), rep["max_concurrency"].value, int(rec["flags"]["max_model_len"])
 
 
@@ -45,7 +41,7 @@ def _lines(rid: str) -> tuple[int, float, int]:
 ])
 def test_from_0_20_1_the_tokens_line_is_the_concurrency_times_the_length(rid, tokens, conc, length):
     assert _lines(rid) == (tokens, conc, length)
-    assert parse_version(INDEX[rid]["version"]) > (0, 20, 0)  # the release capacity.py gives int(C x L)
+    assert parse_version(corpus_record(rid)["version"]) > (0, 20, 0)  # the release capacity.py gives int(C x L)
     # N = int(C x L) with C printed to 2 decimals: N / L lies within 0.005 + 1 / L of the printed C
     assert abs(tokens / length - conc) <= 0.005 + 1 / length
 
@@ -54,7 +50,7 @@ def test_through_0_20_0_a_hybrids_tokens_line_is_not_the_concurrency_times_the_l
     # vllm-foam-qwen35-27b-tp4-v019 (0.19.0, Qwen3.5-27B's attention and GDN groups): 853,776 tokens at 262,144
     # is 3.2569 requests' worth, against "12.90x" printed: N counts num_blocks // groups x block, not C x L
     tokens, conc, length = _lines("vllm-foam-qwen35-27b-tp4-v019")
-    assert parse_version(INDEX["vllm-foam-qwen35-27b-tp4-v019"]["version"]) <= (0, 20, 0)
+    assert parse_version(corpus_record("vllm-foam-qwen35-27b-tp4-v019")["version"]) <= (0, 20, 0)
     assert round(tokens / length, 4) == 3.2569 and conc == 12.9
 
 
@@ -76,7 +72,7 @@ def test_a_transcribed_tables_prose_figures_are_its_rows_verbatim():
     rows = [r for r in INDEX.values() if r.get("transcribed") == "table" and r.get("prose_figures")]
     assert len(rows) >= 3
     for r in rows:
-        excerpt = (CORPUS / r["log"]).read_text()
+        excerpt = (LOG_CORPUS / r["log"]).read_text()
         assert all(str(text) in excerpt for text in r["prose_figures"].values()), r["id"]
     a, b = (INDEX[f"miaai-dsv4-4-gb10-mbt{n}"]["prose_figures"] for n in (8224, 2048))
     assert round(float(a["activation_peak_gib"]) - float(b["activation_peak_gib"]), 2) == 3.91

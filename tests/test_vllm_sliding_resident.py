@@ -1,4 +1,4 @@
-"""vLLM V1's sliding-window groups as a running request holds them (kvplan.engines.vllm.pool.resident_concurrency):
+"""vLLM V1's sliding-window groups as a running request holds them (kvplan.engines.vllm.pool.resident_blocks):
 the window's blocks, not the chunk-wide worst case vLLM prints its concurrency from; what kvplan.bench.running's cap
 divides the pool by."""
 
@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import read_point
 from kvplan.bench.running import running
 from kvplan.engines import configure
 from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.corpus import case_of
 from kvplan.speed.shape import weight_dtype_of
 
 GPT_OSS = find_in_catalog("gpt-oss-120b")
@@ -59,7 +59,6 @@ def test_the_running_cap_divides_the_pool_by_the_resident_blocks():
     point = {"engine": "vllm", "gpu": "h100-sxm", "version": "0.10.2", "isl": 215, "osl": 326,
              "request_rate": "inf", "num_prompts": 1000, "kvplan_model": "gpt-oss-120b", "gpus": 1, "tp": 1,
              "flags": {"max-model-len": "32768"}, "metrics": {"tpot_ms": 47}}
-    c, why = case_of(point, "test", "")
-    assert c is not None, why
+    c = read_point(point)
     blocks = capacity("0.10.2", 378, {"max_num_batched_tokens": 8192}).blocks
     assert running(c, GPT_OSS, H100).cap == pytest.approx(blocks / 33)

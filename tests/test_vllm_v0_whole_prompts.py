@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conftest import read_point
 from kvplan.bench.running import running
 from kvplan.engines.scheduler import whole_prompt_budget
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.corpus import case_of, read_corpus
+from kvplan.speed.corpus import read_corpus
 from kvplan.speed.load import Load, combos, first_wave
 
 R1 = find_in_catalog("deepseek-r1")
@@ -51,8 +52,7 @@ def test_a_stated_step_budget_is_not_replaced():
     point = {"engine": "vllm", "gpu": "h200-sxm", "version": "0.7.4.dev181+gf35f8e22", "isl": 3200, "osl": 800,
              "concurrency": 4, "kvplan_model": "deepseek-r1", "gpus": 8, "tp": 8, "weight_dtype": "fp8",
              "flags": {"max-num-batched-tokens": 16384}, "metrics": {"tpot_ms": 20}}
-    c, why = case_of(point, "test", "")
-    assert c is not None, why
+    c = read_point(point)
     got = running(c, R1, find_gpu("h200-sxm"))
     assert got.chunk == 16384 and not got.packed
 

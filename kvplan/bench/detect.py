@@ -46,26 +46,29 @@ def _from_doc(doc) -> list[BenchRun] | None:
                    (trtllm.matches_json, trtllm.parse_json)), doc)
 
 
+def _every(matches):
+    """A test of numbered JSON lines ((line, document), ...): there are some, and `matches` takes every one."""
+    return lambda docs: bool(docs) and all(matches(d) for _, d in docs)
+
+
 def _from_lines(text: str) -> list[BenchRun] | None:
     docs = [(k, _json(ln)) for k, ln in enumerate(text.splitlines()[:MAX_LINES], 1) if ln.strip()]
     docs = [(k, d) for k, d in docs if isinstance(d, dict)]
-    if docs and all(sglang.matches(d) for _, d in docs):
-        return [sglang.parse_line(d, f"line {k}") for k, d in docs]
-    if docs and all(llamabench.matches_row(d) for _, d in docs):
-        return llamabench.parse_rows([d for _, d in docs])
-    return None
+    return _first(((_every(sglang.matches), lambda ds: [sglang.parse_line(d, f"line {k}") for k, d in ds]),
+                   (_every(llamabench.matches_row), lambda ds: llamabench.parse_rows([d for _, d in ds]))), docs)
+
+
+def _serving_report(text: str) -> list[BenchRun]:
+    """The one run of a printed vllm / SGLang serving report."""
+    fields = serving.report_lines(text)
+    sgl = "Backend" in fields or "Mean E2E Latency (ms)" in fields
+    settings = serving.report_settings(text, fields)
+    return [BenchRun("sglang-report" if sgl else "vllm-report", "the run", settings, serving.report_metrics(fields))]
 
 
 def _from_text(text: str) -> list[BenchRun] | None:
-    if trtllm.matches(text):
-        return trtllm.parse(text)
-    if serving.REPORT_MARK in text:
-        fields = serving.report_lines(text)
-        sgl = "Backend" in fields or "Mean E2E Latency (ms)" in fields
-        settings = serving.report_settings(text, fields)
-        return [BenchRun("sglang-report" if sgl else "vllm-report", "the run", settings,
-                         serving.report_metrics(fields))]
-    return _first(((aiperf.matches_csv, aiperf.parse_csv), (llamabench.matches_csv, llamabench.parse_csv),
+    return _first(((trtllm.matches, trtllm.parse), (lambda t: serving.REPORT_MARK in t, _serving_report),
+                   (aiperf.matches_csv, aiperf.parse_csv), (llamabench.matches_csv, llamabench.parse_csv),
                    (llamabench.matches_md, llamabench.parse_md)), text)
 
 

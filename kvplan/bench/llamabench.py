@@ -18,7 +18,8 @@ import re
 
 from kvplan.bench import numbers
 from kvplan.bench.result import BenchRun, Settings, Stat
-from kvplan.speed.corpus import micro_batch
+from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.speed.ggml import micro_batch
 
 MAX_ROWS = 1000
 _REQUIRED = ("n_prompt", "n_gen", "avg_ts")
@@ -39,7 +40,7 @@ def matches_csv(text: str) -> bool:
 
 def _micro_batch(row: dict) -> int | None:
     """The tokens a step of the row's test takes: its `n_ubatch` clamped to its `n_batch`, as llama_context runs it
-    (kvplan.speed.corpus.micro_batch; llama-bench prints the -ub asked, not the one run)."""
+    (kvplan.speed.ggml.micro_batch; llama-bench prints the -ub asked, not the one run)."""
     ub = numbers.count(row.get("n_ubatch"))
     return micro_batch(ub, numbers.count(row.get("n_batch"))) if ub else ub
 
@@ -72,26 +73,24 @@ def parse_rows(rows) -> list[BenchRun]:
     return [r for r in out if r is not None]
 
 
-# The columns every llama-bench schema ends with (the test and its timing) and the first ones (build, hardware,
-# model). The README's own CSV example has a header one column longer than its rows (a field added in the
-# middle): such a row is read by its first and last columns, which keep their places.
-_TAIL = ("n_prompt", "n_gen", "n_depth", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts")
-_HEAD = 7
-
-
-def _csv_row(header: list, row: list) -> dict | None:
-    if len(row) == len(header):
-        return dict(zip(header, row))
-    if tuple(header[-len(_TAIL):]) == _TAIL and len(row) >= _HEAD + len(_TAIL):
-        return {**dict(zip(header[:_HEAD], row[:_HEAD])), **dict(zip(_TAIL, row[-len(_TAIL):]))}
-    return None
+def _csv_row(header: list, row: list, k: int) -> dict | None:
+    """Row `k` of a CSV by its header's names; None for a blank line. llama-bench writes one value a column: its
+    csv_printer prints test::get_fields() as the header and each test's get_values(), one list in one order
+    (ggml-org/llama.cpp@0104b151 tools/llama-bench/llama-bench.cpp; its JSON printers assert the two sizes equal), so
+    a row of another width was edited, and which of its values goes with which name cannot be told: refused."""
+    if row and len(row) != len(header):
+        raise KvplanError(f"llama-bench CSV row {k}: {len(row)} values under a header of {len(header)} columns; "
+                          "llama-bench writes a value for every column, so the file was edited and its values cannot "
+                          "be matched to their names (llama.cpp's README example names `repack` in its header, not in "
+                          "its rows)", EXIT_USAGE)
+    return dict(zip(header, row)) if row else None
 
 
 def parse_csv(text: str) -> list[BenchRun]:
     rows = list(csv.reader(io.StringIO(text[:8_000_000])))
     if not rows:
         return []
-    got = (_csv_row(rows[0], r) for r in rows[1:MAX_ROWS + 1])
+    got = (_csv_row(rows[0], r, k) for k, r in enumerate(rows[1:MAX_ROWS + 1], 1))
     return parse_rows([d for d in got if d is not None])
 
 

@@ -314,9 +314,7 @@ def read_capped_text(path: Path, max_bytes: int, kind: str, missing: str = "no s
             raise KvplanError(f"{path} is not a regular file; give {kind} file", EXIT_USAGE)
         raise KvplanError(f"{missing}: {path}", EXIT_NOT_FOUND)
     try:  # read through the cap (kvplan.core.capped): no gap between a size check and the read
-        data = read_capped(path, max_bytes, str(path))
+        data = read_capped(path, max_bytes, str(path), kind)
     except OSError as exc:
         raise KvplanError(f"cannot read {path}: {exc.strerror or exc}", EXIT_NOT_FOUND) from None
-    if data is None:
-        raise KvplanError(f"{path}: larger than {max_bytes // 2**20} MiB; not {kind}", EXIT_USAGE)
     return data.decode("utf-8", errors="replace")

@@ -151,7 +151,7 @@ def cheapest(
         stderr(line)
     sims, front, sla = {}, None, (slo_ttft, slo_tpot, slo_percent)
     if served:
-        candidates, sims, front = _serve(candidates, (replicas, max_gpus), spec, gpu_list, loaded, sla, chosen)
+        candidates, sims, front = _serve(candidates, spec, gpu_list, loaded, sla, chosen, replicas, max_gpus)
     else:
         _say_speed(chosen, gpu_list, candidates, spec)
     tiers = _tiers(candidates, spec, chosen, asked) if asked.tiers else {}
@@ -246,13 +246,13 @@ def _answer(spec, ctx_tokens: int, concurrency: int, min_tps, price_book, candid
     return target, data
 
 
-def _serve(candidates, copies, spec, gpu_list, loaded, sla, chosen):
+def _serve(candidates, spec, gpu_list, loaded, sla, chosen, replicas: int, max_gpus: int):
     """(candidates re-judged by simulating the workload on them (kvplan.simulator.capacity), with the configured
     engine `chosen`'s calibrated step times and own scheduler limits, behind simulate's serving front end; the
     simulated figures; that front end's JSON record, or None where its set fits no ingress). The served rate, not
-    memory, may need copies: `copies` (--replicas, --max-gpus) adds each one-copy candidate that holds the target
-    2 .. --replicas times (kvplan.compare.replicas.workload_copies)."""
-    candidates = workload_copies(candidates, *copies)
+    memory, may need copies: each one-copy candidate that holds the target is added 2 .. `replicas` times, on at most
+    `max_gpus` GPUs in all (--replicas, --max-gpus; kvplan.compare.replicas.workload_copies)."""
+    candidates = workload_copies(candidates, max_replicas=replicas, max_gpus=max_gpus)
     engine = chosen.speed_key  # the coefficient set of its release (kvplan.speed.eras)
     stderr(loaded.said)
     plans = [c.plan for c in candidates if c.plan is not None]

@@ -13,7 +13,7 @@ import typer
 
 from kvplan.cli.speed_flags import form_notes, plan_speed_notes, request_note
 from kvplan.cli._common import (
-    BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt,
+    ModelArg, BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt,
     StepSpeedOpt, WeightDtypeOpt, cli_errors, grouped, print_warnings, stderr,
 )
 from kvplan.cli.workload import SloPercentOpt, SloTpotOpt, SloTtftOpt, WorkloadFlags
@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
 @cli_errors
 @grouped
 def disagg(
-    model: Annotated[str, typer.Argument(help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
+    model: ModelArg,
     gpu: GpuOpt,
     isl: Annotated[Optional[str], typer.Option(
         "--isl", help="Input tokens per request (8192, 8k); not with a workload or trace (its requests' own).")] = None,

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli._common import KvDtypeOpt, check_range, cli_errors, stderr
+from kvplan.cli._common import KvDtypeOpt, ModelArg, check_range, cli_errors, stderr
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.core.files import check_writable
 from kvplan.engines.served_dtype import loaded_as_model_dtype
@@ -34,7 +34,7 @@ def _ints(text: str, flag: str) -> list[int]:
 
 @cli_errors
 def step_times(
-    model: Annotated[str, typer.Argument(help="Catalog name or alias, a folder or config.json, or a Hub repo id.")],
+    model: ModelArg,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
     batches: Annotated[str, typer.Option("--batches", help="Decode batch sizes, comma-separated.")] = "1,8",
     contexts: Annotated[str, typer.Option(

@@ -56,7 +56,7 @@ def replicated(candidate, model, gpu, req, concurrency: int, plan_fn, why_fn, *,
                    why=None if why is None else f"{n} replicas: {why}")
 
 
-def workload_copies(candidates: list, max_replicas: int, max_gpus: int) -> list:
+def workload_copies(candidates: list, *, max_replicas: int, max_gpus: int) -> list:
     """`candidates` and 2 .. `max_replicas` copies of each one-copy deployment that holds the concurrency target, on
     at most `max_gpus` GPUs in all, for a workload to judge: a copy serves a share of the requests, so copies of a
     deployment whose memory holds the target can meet a rate one misses (8 B on an L40S at 10 requests/s). Its plan

@@ -13,13 +13,17 @@ import stat
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 
 
-def read_capped(path: str | os.PathLike, max_bytes: int, where: str) -> bytes | None:
-    """The bytes of the file at `path`, or None where it holds more than `max_bytes`. `where` names it in the one-line
-    refusal of anything but a regular file; a missing or unreadable one raises the OSError open gives."""
+def read_capped(path: str | os.PathLike, max_bytes: int, where: str, kind: str = "") -> bytes:
+    """The bytes of the file at `path`. `where` names it in the one-line refusal of anything but a regular file and of
+    one past `max_bytes` ("...; not `kind`" where given: a hostile or wrong file); a missing or unreadable one raises
+    the OSError open gives."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise KvplanError(f"{where} is not a regular file (a device, a FIFO or a folder)", EXIT_USAGE)
     with os.fdopen(fd, "rb") as f:
         data = f.read(max_bytes + 1)
-    return None if len(data) > max_bytes else data
+    if len(data) > max_bytes:
+        raise KvplanError(f"{where}: larger than {max_bytes // 2**20} MiB" + (f"; not {kind}" if kind else ""),
+                          EXIT_USAGE)
+    return data

@@ -39,7 +39,7 @@ class Capacity(NamedTuple):
     # (vLLM's DeepSeek-V4 pool: block ids over all its groups); None elsewhere
     admitted: int | None = None
     # requests of `context` tokens the pool holds while they decode, where the engine frees what a request no longer
-    # reads (vLLM V1's sliding-window groups: kvplan.engines.vllm.pool.resident_concurrency); a benchmark's running cap
+    # reads (vLLM V1's sliding-window groups: kvplan.engines.vllm.pool.resident_blocks); a benchmark's running cap
     # divides this (kvplan.bench.running); None where it is max_concurrency
     resident: float | None = None
     # the scheduler's cap on running requests (per dp rank) whatever their length, where the engine sets one below

@@ -6,7 +6,8 @@ GPTQ Marlin repack refuses it (kvplan.engines.sglang.gptq_marlin); both test the
 A rank's qkv is N = (heads / tp + 2 x its KV heads) x head_dim, K = hidden; o is N = hidden, K = heads x head_dim /
 tp; gate_up N = 2 I / tp (I / tp ungated), K = hidden; down N = hidden, K = I / tp; for every plain-attention layer,
 a MoE model's dense MLPs and shared experts included, where the parameter counts give those shapes exactly (a role that
-does not is left out and named, for the caller to say).
+does not is left out and named, for the caller to say). And the group sizes Marlin takes (`marlin_group`,
+`marlin_groups`), which every Marlin rule of both engines asks first.
 """
 
 from __future__ import annotations
@@ -17,6 +18,20 @@ from kvplan.model.layers import Kind, kv_heads_per_rank
 from kvplan.readers.mlp_layout import ffn_kinds, gated_mlp, mlp_width
 
 _PLAIN = (Kind.FULL, Kind.SLIDING, Kind.CHUNKED)
+# MARLIN_SUPPORTED_GROUP_SIZES, -1 a group a whole row: vLLM's dense Marlin (0.22.0 marlin_utils.py L31), its MoE
+# Marlin (check_moe_marlin_supports_config's supports_group_size) and SGLang's GPTQ Marlin list the same sizes
+MARLIN_GROUPS = (-1, 32, 64, 128)
+
+
+def marlin_group(q) -> int:
+    """The checkpoint's group size as Marlin reads it: -1 where one group is a whole row (`group_size: -1`,
+    Quantization.per_row), else `group_size`."""
+    return -1 if q.per_row else q.group_size
+
+
+def marlin_groups(q) -> bool:
+    """Whether Marlin takes the checkpoint's groups (MARLIN_GROUPS)."""
+    return marlin_group(q) in MARLIN_GROUPS
 
 
 class Shard(NamedTuple):

@@ -37,11 +37,7 @@ def _read_profile(f: Any) -> str:
     try:
         if not isinstance(f, Path):  # a bundled profile, inside the package
             return f.read_text(encoding="utf-8")
-        data = read_capped(f, MAX_YAML_BYTES, f"hw profile {path}")
-        if data is None:
-            raise KvplanError(f"hw profile {path}: larger than {MAX_YAML_BYTES // 2**20} MiB; not a GPU profile",
-                              EXIT_USAGE)
-        return data.decode("utf-8")
+        return read_capped(f, MAX_YAML_BYTES, f"hw profile {path}", "a GPU profile").decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise KvplanError(f"hw profile {path}: cannot read: {exc}", EXIT_USAGE) from None
 

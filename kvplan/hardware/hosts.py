@@ -140,11 +140,7 @@ def load_host_file(path: str | Path) -> Host:
     """A host profile from a file, checked; a one-line error for a missing, huge or malformed file."""
     p = Path(path).expanduser()
     try:
-        data = read_capped(p, MAX_YAML_BYTES, f"host profile {p}")
-        if data is None:
-            raise KvplanError(f"host profile {p}: larger than {MAX_YAML_BYTES // 2**20} MiB; not a host profile",
-                              EXIT_USAGE)
-        text = data.decode("utf-8")
+        text = read_capped(p, MAX_YAML_BYTES, f"host profile {p}", "a host profile").decode("utf-8")
     except FileNotFoundError:
         raise KvplanError(f"host profile {path} not found", EXIT_NOT_FOUND) from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -82,10 +82,7 @@ def load_link_file(path: str | Path) -> Link:
     """A link profile from a file, checked; a one-line error for a missing, huge or malformed one."""
     p = Path(path).expanduser()
     try:
-        data = read_capped(p, MAX_YAML_BYTES, f"link profile {p}")
-        if data is None:
-            _fail(str(p), f"larger than {MAX_YAML_BYTES // 2**20} MiB")
-        text = data.decode("utf-8")
+        text = read_capped(p, MAX_YAML_BYTES, f"link profile {p}").decode("utf-8")
     except FileNotFoundError:
         raise KvplanError(f"link profile {path} not found", EXIT_NOT_FOUND) from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -55,10 +55,7 @@ def load_prices(path: str | Path | None, hw_dirs=()) -> Prices:
         what = "is not a file" if p.exists() else "does not exist"
         raise KvplanError(f"{where} {what}", EXIT_NOT_FOUND)
     try:
-        data = read_capped(p, MAX_PRICES_BYTES, where)
-        if data is None:
-            raise KvplanError(f"{where}: larger than 1 MiB; not a prices file", EXIT_USAGE)
-        text = data.decode("utf-8")
+        text = read_capped(p, MAX_PRICES_BYTES, where, "a prices file").decode("utf-8")
     except UnicodeDecodeError:
         raise KvplanError(f"{where}: not UTF-8 text", EXIT_USAGE) from None
     except OSError as exc:

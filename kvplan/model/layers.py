@@ -167,6 +167,13 @@ class SlidingWindow(LayerSpec):
         return f"sliding window {self.window}, {self.num_kv_heads} KV heads x {self.head_dim}{v}"
 
 
+def attending(layers, tp: int = 1) -> list:
+    """The layers of `layers` that cache keys per token on a rank of `tp`: the ones an attention step reads (the speed
+    model's attention FLOPs, kvplan.speed.shape.attention_flops, and llama.cpp's materialized scores,
+    kvplan.speed.ggml.score_bytes_per_flop, count these)."""
+    return [layer for layer in layers if layer.elements_per_token(tp)]
+
+
 def unwindowed(layer: LayerSpec) -> LayerSpec:
     """`layer` as an engine that applies no sliding window runs it: a SlidingWindow attends to, and caches, the whole
     sequence (FullAttention of its heads and dims); every other layer as it is."""

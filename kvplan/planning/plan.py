@@ -239,6 +239,7 @@ class PooledStates(NamedTuple):
     token_pool_bytes: int  # the token pool beside it (its tokens x bytes per token)
     held_bytes: int  # the slots one running request holds, on the stage that bounds the pool
     held_bytes_all: int  # the same over every stage of one tensor-parallel rank
+    requests: int  # the running requests whose states the slots hold at once (a cap on the engine's request slots)
 
 
 def prepare_key(req: Request) -> tuple:

@@ -276,6 +276,13 @@ def _method(cfg, q: dict, where: str, method: str, layers=()) -> Quantization:
     return Quantization(_dtype(cfg))
 
 
+def is_w4a8(q: Quantization) -> bool:
+    """Whether checkpoint quantization `q` is compressed-tensors int4 with quantized input activations (W4A8): what
+    vLLM loads on CUTLASS W4A8 or refuses (kvplan.engines.vllm.w4a8) and SGLang refuses
+    (kvplan.engines.sglang.quant_methods)."""
+    return q.quant_method == "compressed-tensors" and q.method == "int4" and bool(q.input_quant)
+
+
 def _input_quant(group: dict, where: str) -> tuple:
     """A compressed-tensors scheme's `input_activations` as (type, num_bits, strategy, dynamic, symmetric), each with
     QuantizationArgs' default where the config leaves it out (type int, symmetric true, dynamic false); () where the

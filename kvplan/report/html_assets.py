@@ -20,6 +20,7 @@ th{cursor:pointer;background:#f4f4f4;position:sticky;top:0}
 #plans td:nth-child(2),#plans td:nth-child(3),#plans td:nth-child(9),#plans td:nth-child(10){text-align:left}
 td.no{color:#b00}
 #headline td:nth-child(-n+3){text-align:left} #headline{font-size:14px}
+#headline th,#headline td:nth-child(3){white-space:normal} #headline td:nth-child(3){min-width:14em;max-width:24em}
 p.filters{position:sticky;top:0;background:#fff;padding:6px 0;margin:8px 0;z-index:2}
 p.filters select{margin-right:12px}
 h3{font-size:15px;margin:18px 0 4px}

@@ -49,9 +49,7 @@ def local_weights(folder: Path) -> tuple[HubWeights | None, str]:
 
 def _shards(index: Path) -> list[str]:
     where = str(index)
-    raw = read_capped(index, MAX_INDEX_BYTES, where)
-    if raw is None:
-        raise KvplanError(f"{where}: larger than {MAX_INDEX_BYTES // 2**20} MiB; not a safetensors index", EXIT_USAGE)
+    raw = read_capped(index, MAX_INDEX_BYTES, where, "a safetensors index")
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:

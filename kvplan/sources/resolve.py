@@ -66,9 +66,7 @@ def _local_config(path: Path) -> tuple[dict, bool]:
 
 
 def _read_json(path: Path) -> dict:
-    raw = read_capped(path, MAX_CONFIG_BYTES, str(path))
-    if raw is None:
-        raise KvplanError(f"{path}: larger than {MAX_CONFIG_BYTES // 2**20} MiB; not a config.json", EXIT_USAGE)
+    raw = read_capped(path, MAX_CONFIG_BYTES, str(path), "a config.json")
     try:
         # Infinity / NaN are Python's JSON extensions and real configs use them where they size
         # nothing (Nemotron-H's time_step_limit); kvplan.readers.configs refuses them where they would.

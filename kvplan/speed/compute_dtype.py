@@ -89,7 +89,7 @@ def read_flops(gpu, precision: str) -> float:
     measurement: kvplan/hardware/profiles/README.md, "Achieved matmul rate")."""
     datasheet, measured = gpu.dense_flops, gpu.achieved_dense_flops
     names = ("bf16", "fp16") if precision == "bf16" else (precision,)
-    if datasheet.get("bf16") and datasheet.get("bf16") != datasheet.get("fp16"):
+    if bf16_apart(gpu):
         names = names[:1]  # a measured fp16 rate is not bf16's where the datasheet rates them apart
     for name in names:
         if measured.get(name):
@@ -112,6 +112,14 @@ def measured_only(gpu) -> str:
     return (f"its measured {name} rate, {measured[name] / 1e12:,.1f} TFLOP/s (achieved_dense_flops: a matmul "
             "benchmark's figure standing in where the datasheet states no 16-bit rate, not a datasheet peak; the "
             "roofline prices these FLOPs at zero)")
+
+
+def bf16_apart(gpu) -> bool:
+    """Whether the datasheet rates bf16 apart from fp16: it states a bf16 rate, and no fp16 rate or another one (the
+    MI100's 92.3 against 184.6 T; Gaudi's bf16 alone). read_flops then reads no measured fp16 rate as bf16's, and
+    llama.cpp's attention takes the fp16 rate where there is one (kvplan.speed.ggml.attention_rate)."""
+    sheet = gpu.dense_flops
+    return bool(sheet.get("bf16")) and sheet.get("bf16") != sheet.get("fp16")
 
 
 def datasheet_flops(gpu, precision: str) -> float:

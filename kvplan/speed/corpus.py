@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvplan.speed.eras import era_of
+from kvplan.speed.ggml import micro_batch
 from kvplan.speed.fields import (GRAPHS_OFF, arrival_of, backend_of, bool_flags_check, graphless, harness_kind_of,
                                  served, windowed_of)
 from kvplan.speed.frontend import endpoint_of
@@ -240,19 +241,6 @@ def _float(v):
         return float(v) if v is not None else None
     except (TypeError, ValueError):
         return None
-
-
-# llama-bench's default -b (cmd_params_defaults n_batch { 2048 }, ggml-org/llama.cpp@050fc7f3
-# tools/llama-bench/llama-bench.cpp), which it passes to the context as n_batch beside n_ubatch (to_llama_cparams).
-LLAMA_BENCH_BATCH = 2048
-
-
-def micro_batch(ubatch: int, batch: int | None) -> int:
-    """The micro-batch a llama-bench test runs: its -ub, clamped to its -b (LLAMA_BENCH_BATCH where unstated).
-    llama_context's constructor takes `n_ubatch = min(n_batch, n_ubatch)` (ggml-org/llama.cpp@4c7103b9
-    src/llama-context.cpp:101, n_batch first clamped to n_ctx at :91), while llama-bench prints the -ub asked: an
-    `n_ubatch` of 4,096 at the default -b ran 2,048-token micro-batches (llama.cpp#14624's MI100 table)."""
-    return min(ubatch, batch or LLAMA_BENCH_BATCH)
 
 
 def _bench_load(p: dict, t: dict) -> Load | None:

@@ -88,8 +88,9 @@ their dequantizing bound (where more than 64 experts keep MMQ).
 
 `paths(...)` gives a Shape's `paths`: ((first tokens per step, FLOP/s, extra bytes per step, MoE tiles), ...),
 ascending, the tiles (widths, what the width is chosen for: `_tiles`) where the MoE runs MMQ's MMA kernels, ()
-elsewhere; a step of n tokens takes the last entry whose first is <= n (kvplan.speed.terms.path_at). A rate the
-profile lacks is not priced at zero: `missing` names it, and the corpus skips such a point.
+elsewhere; a step of n tokens takes the last entry whose first is <= n (kvplan.speed.terms.path_at). A llama-bench
+test's micro-batch is its -ub clamped to its -b (`micro_batch`), as llama_context runs it. A rate the profile lacks
+is not priced at zero: `missing` names it, and the corpus skips such a point.
 Metal and CPU backends are not modelled (the corpus has no llama-bench pp point on them).
 """
 
@@ -99,7 +100,8 @@ import math
 from functools import lru_cache
 
 from kvplan.hardware.facts import parse_capability
-from kvplan.speed.compute_dtype import split_accumulate
+from kvplan.model.layers import attending
+from kvplan.speed.compute_dtype import bf16_apart, split_accumulate
 
 MMVQ_MAX = 8  # mmvq.cuh MMVQ_MAX_BATCH_SIZE: a step of <= 8 tokens runs the vector kernel
 DP4A_BELOW = 64  # mmq.cuh MMQ_DP4A_MAX_BATCH_SIZE (since 2024-06); before: MMQ_MAX_BATCH_SIZE 32 (<= 32)
@@ -164,15 +166,15 @@ def _rdna3(cc, wd: str, date: str | None, vec: float, fp16: float, rate_of, dequ
 def attention_rate(gpu, rate_of) -> float:
     """FLOP/s llama.cpp's attention runs at on `gpu` (`rate_of` as for `paths`): half its FLOPs at the FP32-accumulate
     rate (`bf16`), half at the FP16-accumulate one (`fp16`) on an NVIDIA profile whose `fp16` is the FP16-accumulate
-    headline and which states both; the fp16 reading where the datasheet rates fp16 apart from bf16 with one
-    accumulator (the MI100, 184.6 against 92.3 T): its operands are F16 (the F16 cache; without FlashAttention K.Q and
-    V.softmax are rocBLAS calls on F16 inputs, F32 output on CDNA, ggml-org/ggml@3132422f ggml-cuda.cu:1288-1298 and
-    its batched path), none bf16; which kernel FlashAttention runs on CDNA is not read. The bf16 reading elsewhere."""
+    headline and which states both; the fp16 reading, where it reads one, where the datasheet rates bf16 apart from
+    fp16 with one accumulator (kvplan.speed.compute_dtype.bf16_apart: the MI100, 184.6 against 92.3 T): its operands
+    are F16 (the F16 cache; without FlashAttention K.Q and V.softmax are rocBLAS calls on F16 inputs, F32 output on
+    CDNA, ggml-org/ggml@3132422f ggml-cuda.cu:1288-1298 and its batched path), none bf16; which kernel FlashAttention
+    runs on CDNA is not read. The bf16 reading elsewhere."""
     fp32, fp16 = rate_of("bf16"), rate_of("fp16")
     if split_accumulate(gpu) and fp32 and fp16:
         return 2.0 / (1.0 / fp32 + 1.0 / fp16)
-    sheet = gpu.dense_flops
-    return fp16 if sheet.get("bf16") and sheet.get("fp16") and sheet["bf16"] != sheet["fp16"] and fp16 else fp32
+    return fp16 if bf16_apart(gpu) and fp16 else fp32
 
 
 def paths(gpu, weight_dtype: str | None, dense_params: float, rate_of, date: str | None = None):
@@ -264,6 +266,19 @@ def padded_expert_flops(s, per_step: float) -> float:
     return 2.0 * s.expert_params * max(0.0, columns - n * s.top_k)
 
 
+# llama-bench's default -b (cmd_params_defaults n_batch { 2048 }, ggml-org/llama.cpp@050fc7f3
+# tools/llama-bench/llama-bench.cpp), which it passes to the context as n_batch beside n_ubatch (to_llama_cparams).
+LLAMA_BENCH_BATCH = 2048
+
+
+def micro_batch(ubatch: int, batch: int | None) -> int:
+    """The micro-batch a llama-bench test runs: its -ub, clamped to its -b (LLAMA_BENCH_BATCH where unstated).
+    llama_context's constructor takes `n_ubatch = min(n_batch, n_ubatch)` (ggml-org/llama.cpp@4c7103b9
+    src/llama-context.cpp:101, n_batch first clamped to n_ctx at :91), while llama-bench prints the -ub asked: an
+    `n_ubatch` of 4,096 at the default -b ran 2,048-token micro-batches (llama.cpp#14624's MI100 table)."""
+    return min(ubatch, batch or LLAMA_BENCH_BATCH)
+
+
 def materializes_scores(flags: dict, date: str | None) -> bool:
     """Whether a llama.cpp run attends without FlashAttention, its scores materialized (module docstring): as its
     `fa` / `flash_attn` flag states (0 / off / false: without; auto resolves to FlashAttention on the backends priced
@@ -278,5 +293,5 @@ def score_bytes_per_flop(spec, tp: int, attn_flops_per_pair: float) -> float:
     """Bytes the materialized scores move per attention FLOP the Shape prices (its `attn_flops_per_pair` over the same
     pairs): SCORE_BYTES per query head on the rank in each attention layer, over those FLOPs (SCORE_BYTES / (4 x head
     dim) where every layer's head dim is one); 0 for a model without attention FLOPs."""
-    layers = sum(1 for layer in spec.layers if layer.elements_per_token(tp))  # as shape.attention_flops counts them
+    layers = len(attending(spec.layers, tp))  # as shape.attention_flops counts them
     return SCORE_BYTES * spec.num_attention_heads / tp * layers / attn_flops_per_pair if attn_flops_per_pair else 0.0

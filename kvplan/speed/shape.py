@@ -26,7 +26,7 @@ replica's tokens in a step (`ep_replicas` = dp).
 from __future__ import annotations
 
 from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES, canonical_kv_dtype, canonical_weight_dtype
-from kvplan.model.layers import IndexedMLA
+from kvplan.model.layers import IndexedMLA, attending
 from kvplan.model.spec import PLAIN_BYTES, own_format, weight_bytes
 from kvplan.planning.profile import PAGED, kv_profile
 from kvplan.speed.compute_dtype import STATED, compute_dtype, datasheet_flops, ggml_rate_of, read_flops, sixteen_bit
@@ -101,26 +101,25 @@ def attention_flops(layers, heads: int, tp: int) -> tuple[float, float, tuple, f
     prefill attends in the latent's MQA form, as its decode does (DeepSeek-V3.2's report)."""
     pairs = prefill = decompress = 0.0
     capped: dict = {}
-    for layer in layers:
-        if layer.elements_per_token(tp):
-            layer = getattr(layer, "attention", layer)  # Falcon-H1's ParallelHybrid: its attention half
-            d = getattr(layer, "head_dim", 0) or (getattr(layer, "kv_lora_rank", 0)
-                                                  + getattr(layer, "qk_rope_head_dim", 0))
-            flops = 4 * (heads / tp) * d
-            pairs += flops
-            nope, v = getattr(layer, "qk_nope_head_dim", 0), getattr(layer, "v_head_dim", 0)
-            sparse = isinstance(layer, IndexedMLA) and layer.index_topk
-            if getattr(layer, "kv_lora_rank", 0) and nope and v and not sparse:
-                prefill += 2 * (heads / tp) * (nope + layer.qk_rope_head_dim + v)
-                decompress += 2 * layer.kv_lora_rank * (heads / tp) * (nope + v)
-            else:
-                prefill += flops
-            if sparse:
-                capped[layer.index_topk] = capped.get(layer.index_topk, 0.0) + flops
-                indexer = 2 * layer.index_n_heads * layer.index_head_dim
-                pairs, prefill = pairs + indexer, prefill + indexer
-            elif layer.span:  # a sliding window or local chunk: at most its span of keys a query
-                capped[layer.span] = capped.get(layer.span, 0.0) + flops
+    for layer in attending(layers, tp):
+        layer = getattr(layer, "attention", layer)  # Falcon-H1's ParallelHybrid: its attention half
+        d = getattr(layer, "head_dim", 0) or (getattr(layer, "kv_lora_rank", 0)
+                                              + getattr(layer, "qk_rope_head_dim", 0))
+        flops = 4 * (heads / tp) * d
+        pairs += flops
+        nope, v = getattr(layer, "qk_nope_head_dim", 0), getattr(layer, "v_head_dim", 0)
+        sparse = isinstance(layer, IndexedMLA) and layer.index_topk
+        if getattr(layer, "kv_lora_rank", 0) and nope and v and not sparse:
+            prefill += 2 * (heads / tp) * (nope + layer.qk_rope_head_dim + v)
+            decompress += 2 * layer.kv_lora_rank * (heads / tp) * (nope + v)
+        else:
+            prefill += flops
+        if sparse:
+            capped[layer.index_topk] = capped.get(layer.index_topk, 0.0) + flops
+            indexer = 2 * layer.index_n_heads * layer.index_head_dim
+            pairs, prefill = pairs + indexer, prefill + indexer
+        elif layer.span:  # a sliding window or local chunk: at most its span of keys a query
+            capped[layer.span] = capped.get(layer.span, 0.0) + flops
     return pairs, prefill, tuple(sorted((f, k) for k, f in capped.items())), decompress
 
 

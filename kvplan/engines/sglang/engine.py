@@ -163,7 +163,7 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
         conc = min(conc, running)
         lines[-1:] = [Figure("max_running_requests", running, "count"), Figure(f"requests of {context:,} tokens",
                                                                                 conc, "ratio")]
-    req_line, above = sglang_req_pool.priced(st, full_tokens, context, states)  # above the fraction (req_pool.py)
+    req_line, above = sglang_req_pool.priced(st, full_tokens, context, states and states.requests)  # req_pool.py
     lines += [req_line, *sglang_mm.rows(model, st)]
     if st.prefill_graph:
         lines.append(Figure("prefill CUDA-graph reserve", int(st.prefill_graph[1] * MIB), "MiB"))
@@ -351,9 +351,9 @@ class Sglang(Engine):
     def max_context(self, model, dep, stages, req, st, cap: Capacity) -> int:
         if has_compressed(model.layers):
             return sglang_dsv4.max_context(model, dep, cap, req.batch, st, self._attn_dp(model, dep))
-        states = sglang_mamba.state_pool(model, dep, cap.kv_memory_bytes, st.state) if st.state else None
         hi = min(model.max_context, cap.tokens // max(1, req.batch))  # each request holds its tokens
-        return sglang_req_pool.longest(st, cap.tokens, hi, model.max_model_len, states)  # its request slots too
+        held = cap.pooled and cap.pooled.requests  # the state pool capacity() built caps the request slots
+        return sglang_req_pool.longest(st, cap.tokens, hi, model.max_model_len, held)  # its request slots too
 
     def _attn_dp(self, model, dep) -> int:  # each DP-attention worker its own pools
         return dep.dp if dp_attention(model, dep, self.opts) else 1

@@ -27,14 +27,13 @@ from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.fp8_blocks import exact_expert_width
-from kvplan.engines.marlin_shapes import attention_exact, layer_shards, mlp_widths
+from kvplan.engines.marlin_shapes import attention_exact, layer_shards, marlin_groups, mlp_widths
 from kvplan.engines.versions import parse_version
 from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.readers.mlp_layout import ffn_kinds
 
 FROM = {"gptq": (0, 5, 3), "compressed-tensors": (0, 5, 4)}  # SGLang's own Marlin path read from these
 MARLIN_CC = (8, 0)  # query_marlin_supported_quant_types: none below 80
-GROUPS = (-1, 32, 64, 128)  # MARLIN_SUPPORTED_GROUP_SIZES
 TILE_N, TILE_K = 64, 16  # gptq_marlin_repack's checks
 
 
@@ -43,9 +42,8 @@ def _applies(model, gpu, version: str) -> bool:
     q = model.quantization
     since = FROM.get(q.quant_method)
     bits_ok = q.method == "int4" or (q.method == "int8" and q.quant_method == "gptq")
-    group = -1 if q.per_row else q.group_size
     cap = capability_of(gpu) if vendor_of(gpu) == "NVIDIA" else None
-    return (since is not None and parse_version(version) >= since and bits_ok and group in GROUPS
+    return (since is not None and parse_version(version) >= since and bits_ok and marlin_groups(q)
             and cap is not None and cap >= MARLIN_CC and not q.asym)
 
 

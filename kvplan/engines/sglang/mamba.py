@@ -99,6 +99,11 @@ class StatePool:
     held: int = 1  # of per_request, the slots a running request holds itself (held_slots)
 
     @property
+    def requests(self) -> int:
+        """Running requests whose states the slots hold at once."""
+        return self.slots // max(1, self.per_request)
+
+    @property
     def conv_bytes(self) -> int:
         return (self.slots + 1) * self.conv_slot  # the buffers' padding slot
 
@@ -219,7 +224,7 @@ def pooled(model, dep, pool: StatePool, ss: StateSettings, token_pool: int) -> P
     the rank that bounds the pool and over the whole model's state layers of one tp rank."""
     whole = sum(slot_bytes(model.layers, dep.tp, ss))
     return PooledStates(pool.conv_bytes + pool.ssm_bytes, token_pool, pool.held * (pool.conv_slot + pool.ssm_slot),
-                        pool.held * whole)
+                        pool.held * whole, pool.requests)
 
 
 def state_pool(model, dep, rest: int, ss: StateSettings) -> StatePool:

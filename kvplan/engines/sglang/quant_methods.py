@@ -21,6 +21,7 @@ import dataclasses
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.versions import parse_version
 from kvplan.readers.modelopt_sglang import UNREAD
+from kvplan.readers.quantization import is_w4a8
 
 DROPPED = {"fbgemm_fp8": "0.5.16"}  # quant_method -> the first release without it
 LAST = {"fbgemm_fp8": "0.5.15"}  # the last release that loads it
@@ -66,8 +67,8 @@ def check_release(model, version: str, defaulted: bool = False) -> None:
     """A one-line refusal where `model`'s checkpoint names a quant_method SGLang `version` does not register;
     `defaulted`: no release was asked, `version` is kvplan's default, and the line says which release to pass; a
     compressed-tensors W4A8 checkpoint, which no SGLang linear scheme takes."""
-    method, q = model.quantization.quant_method, model.quantization
-    if method == "compressed-tensors" and q.method == "int4" and q.input_quant:
+    method = model.quantization.quant_method
+    if is_w4a8(model.quantization):
         # W4A8: SGLang's linear schemes take int4 weights without input activations only (WNA16); a pack-quantized
         # scheme with them reaches "No compressed-tensors compatible scheme was found." (0.5.23 compressed_tensors.py
         # _get_scheme_from_parts L733-862; its W4A8 classes are MoE methods); other releases not read

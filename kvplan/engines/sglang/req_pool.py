@@ -92,32 +92,34 @@ OVERRUN = ("SGLang's request-slot pool (req_to_token, {}) is larger than the mem
            "or a lower mem_fraction_static make room")
 
 
-def priced(st, tokens: int, context: int, states=None) -> tuple[Figure, tuple[str, int, int]]:
+def priced(st, tokens: int, context: int, state_requests: int | None = None) -> tuple[Figure, tuple[str, int, int]]:
     """(the engine table's row, (what, bytes, room) for the plan's memory rows) of the pool one worker allocates
     beside a token pool of `tokens`, at the server's context_len (`st.context_len`, else the plan's `context`);
-    `states`: a hybrid's state pool (kvplan.engines.sglang.mamba.StatePool), whose slots cap the requests."""
+    `state_requests`: the requests a hybrid's state pool holds (kvplan.engines.sglang.mamba.StatePool.requests), which
+    cap the request slots."""
     context_len = st.context_len or context
-    slots, size = _sized(st, tokens, context_len, states)
+    slots, size = _sized(st, tokens, context_len, state_requests)
     return (Figure(LABEL, (rows(st.version, slots), context_len + ROW_EXTRA, size), "rows x entries int32"),
             ("request slots", size, room(st)))
 
 
-def _sized(st, tokens: int, context_len: int, states) -> tuple[int, int]:
+def _sized(st, tokens: int, context_len: int, state_requests: int | None) -> tuple[int, int]:
     """(request slots, pool bytes) of one worker's pool at the server's `context_len` beside `tokens`."""
     slots = max_num_reqs(st.version, st.running_given, st.attention_dp, tokens, context_len)
-    if states is not None:
-        slots = min(slots, states.slots // max(1, states.per_request))
+    if state_requests is not None:
+        slots = min(slots, state_requests)
     return slots, pool_bytes(st.version, slots, context_len)
 
 
-def longest(st, tokens: int, hi: int, fixed_len: int = 0, states=None) -> int:
+def longest(st, tokens: int, hi: int, fixed_len: int = 0, state_requests: int | None = None) -> int:
     """The longest context up to `hi` whose server's pool fits in the room above the fraction: a server started at
     --context-length n (as kvplan emits the plan's context), or at `fixed_len` where one is asked (--max-model-len:
     the pool is then the same for every n, so all fit or none). The pool is not exactly monotone in n (where the
     estimate is between its clamps, rows x (n + 4) falls by a few KiB as n grows), so the search can stop that much
     short of the largest n; the n it answers was itself checked to fit (kvplan.core.search.largest_fitting)."""
     space = room(st)
-    return max(0, largest_fitting(lambda n: n == 0 or _sized(st, tokens, fixed_len or n, states)[1] <= space, hi))
+    return max(0, largest_fitting(lambda n: n == 0 or _sized(st, tokens, fixed_len or n, state_requests)[1] <= space,
+                                  hi))
 
 
 def checked(res):

@@ -47,6 +47,7 @@ This can be caused by too large tensor parallel size.", 0.7.0 awq.py L102, 0.8.0
 from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines.marlin_shapes import marlin_groups
 from kvplan.engines.versions import parse_version
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
 
@@ -58,7 +59,6 @@ CUDA_ONLY = (0, 7, 0)  # from here is_awq_marlin_compatible is False off CUDA
 LAST_READ = (0, 11, 2)  # the last release whose AWQ Marlin rules (bits, 0.5.4's blind test) are read here
 AUTO_AWQ = (0, 24, 0)  # from here an AWQ checkpoint loads as AutoAWQConfig ("auto_awq"), minimum 75 too
 MARLIN_CC, AWQ_CC = (8, 0), (7, 5)  # AWQMarlinConfig.get_min_capability 80; AWQConfig's 75
-MARLIN_GROUPS = (32, 64, 128)  # with -1 (Quantization.per_row): MARLIN_SUPPORTED_GROUP_SIZES
 RELEASES = "0.5.3 or 0.5.5-0.8.5.post1"  # the releases that load 8-bit AWQ (with Marlin, on sm80+)
 WHERE = f"{RELEASES} on an NVIDIA GPU of compute capability 8.0 or more"
 AWQ_4BIT = "AWQConfig: \"only 4-bit weight quantization is supported for AWQ\""
@@ -101,10 +101,6 @@ def check_tp(model, dep, version: str) -> None:
                       EXIT_USAGE, param="tp", value=dep.tp, allowed=(1,))
 
 
-def _marlin_group(q) -> bool:
-    return q.per_row or q.group_size in MARLIN_GROUPS
-
-
 def check_gpu(model, version: str, gpu) -> None:
     """A one-line refusal where vLLM `version` picks, on `gpu`, an AWQ config that refuses `model`: the Marlin and
     8-bit rules through 0.11.2 (`check` holds what no GPU changes), the 7.5 minimum in every release."""
@@ -130,7 +126,7 @@ def _check_marlin_era(q, v: tuple, version: str, gpu, cap) -> None:
     if cap is None or cap >= MARLIN_CC:
         return
     seen = f"{gpu.name}'s compute capability {cap[0]}.{cap[1]}"
-    if v == BLIND and _marlin_group(q):
+    if v == BLIND and marlin_groups(q):
         _refuse(gpu, f"vLLM 0.5.4 converts this AWQ checkpoint to awq_marlin whatever the GPU (its Marlin test reads "
                      "Marlin's own minimum, 80, as the device's) and then refuses it at start-up: \"The quantization "
                      f"method awq_marlin is not supported for the current GPU. Minimum capability: 80\" ({seen}); "

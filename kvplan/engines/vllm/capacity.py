@@ -13,7 +13,7 @@ from kvplan.core.intmath import cdiv
 from kvplan.core.search import largest_fitting
 from kvplan.engines.base import Capacity, Figure, parse_version
 from kvplan.engines.vllm.autofit import FIRST as AUTO_FIRST, LABEL, auto_fit
-from kvplan.engines.vllm.pool import resident_concurrency, stage_pools, v0_aligned_bytes
+from kvplan.engines.vllm.pool import resident_blocks, stage_pools, v0_aligned_bytes
 from kvplan.engines.vllm.settings import Settings
 from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import Kind
@@ -72,20 +72,20 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
     if v >= AUTO_FIRST:
         lines, notes = _with_auto_fit(model, dep, budgets, st, kv_dtype, state_dtype, pools, blocks, lines, notes)
     admitted = (blocks // per_req if per_req else 0) if has_compressed(model.layers) else None
-    decoding = resident_concurrency(pools, blocks, cdiv(context, dcp), st)  # what the running cap divides (bench)
-    lines, notes = _with_resident(lines, notes, conc, decoding, context, pools, st, dcp)
+    held = resident_blocks(pools, cdiv(context, dcp), st)
+    decoding = blocks / held if held else None  # what the running cap divides (bench)
+    lines, notes = _with_resident(lines, notes, conc, decoding, context, held)
     return Capacity("vllm", st.version, min(budgets), tokens, conc, context, bpt, blocks, pool.block_size,
                     tuple(lines), tuple(notes), admitted, scope=SCOPE, resident=decoding)
 
 
-def _with_resident(lines, notes, conc: float, decoding: float | None, context: int, pools, st, dcp: int):
-    """vLLM's printed concurrency beside the requests of `context` tokens the pool holds while they decode, where they
-    differ (V1's sliding-window groups free the blocks their window no longer reads: Pool.blocks_per_request), each
-    said for what it is."""
+def _with_resident(lines, notes, conc: float, decoding: float | None, context: int, held: int | None):
+    """vLLM's printed concurrency beside the requests of `context` tokens the pool holds while they decode (`held`
+    block ids each), where they differ (V1's sliding-window groups free the blocks their window no longer reads:
+    Pool.blocks_per_request), each said for what it is."""
     if decoding is None or abs(decoding - conc) < 0.005:
         return lines, notes
     at = next(i for i, f in enumerate(lines) if f.label.startswith("Maximum concurrency")) + 1
-    held = max(p.blocks_per_request(cdiv(context, dcp), st, resident=True) for p in pools)
     lines = [*lines[:at], Figure(f"requests of {context:,} tokens the pool holds decoding", decoding, "times"),
              *lines[at:]]
     return lines, [*notes, f"Maximum concurrency is vLLM's printed worst case: each request charged its sliding "

@@ -34,6 +34,7 @@ from __future__ import annotations
 from kvplan.core.errors import arg
 # vLLM's gqa_interleaved_layout (Qwen3-Next): in_proj_ba one output, split as before
 from kvplan.engines.fp8_linear import VLLM_ONE_PART_GDN
+from kvplan.engines.marlin_shapes import marlin_groups
 from kvplan.hardware.facts import capability_of, fact_missing, vendor_of
 from kvplan.model.recurrent import RecurrentState
 from kvplan.model.spec import PLAIN_BYTES, own_format
@@ -47,7 +48,6 @@ AUTO_AWQ = (0, 24, 0)
 # a config's quant_method that vLLM loads as an AWQ (Marlin), GPTQ or INC config (the isinstance test)
 METHODS = ("awq", "gptq", "inc", "auto-round")
 MARLIN_CAPABILITY = (7, 5)  # marlin_utils.query_marlin_supported_quant_types: nothing below 75 (0.22.0 L60)
-MARLIN_GROUPS = (-1, 32, 64, 128)  # MARLIN_SUPPORTED_GROUP_SIZES (0.22.0 marlin_utils.py L31)
 # kept_modules names a fused in_proj_ba by its parts (kvplan.readers.unquantized.kept_modules)
 KEPT = ("linear_attn.in_proj_b", "linear_attn.in_proj_a")
 
@@ -62,7 +62,7 @@ def _marlin_awq(model, version: tuple[int, ...], gpu) -> bool:
     if version >= AUTO_AWQ:
         return True
     q = model.quantization
-    return (capability_of(gpu) or (0, 0)) >= MARLIN_CAPABILITY and q.group_size in MARLIN_GROUPS \
+    return (capability_of(gpu) or (0, 0)) >= MARLIN_CAPABILITY and marlin_groups(q) \
         and q.method in ("int4", "int8")
 
 

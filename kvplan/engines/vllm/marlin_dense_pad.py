@@ -36,7 +36,7 @@ from __future__ import annotations
 from math import lcm
 
 from kvplan.core.intmath import round_up
-from kvplan.engines.marlin_shapes import rank_layer_shards
+from kvplan.engines.marlin_shapes import marlin_group, marlin_groups, rank_layer_shards
 from kvplan.engines.vllm import gptq_order
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
 from kvplan.planning.deploy import largest_stage
@@ -44,7 +44,6 @@ from kvplan.planning.plan_warnings import PlanWarning
 
 PADS_FROM = (0, 24, 0)  # MarlinLinearKernel.can_implement accepts a misaligned shard (0.23.0: strict)
 METHODS = ("gptq", "awq", "compressed-tensors")
-GROUPS = (-1, 32, 64, 128)  # MARLIN_SUPPORTED_GROUP_SIZES
 MARLIN_CC = (7, 5)
 HUMMING_FROM, HUMMING_CC = (0, 32, 0), (9, 0)
 ALLSPARK_UNTIL, ALLSPARK_CC = (0, 31, 0), ((8, 0), (9, 0))  # AllSpark ahead of Marlin through 0.30.0, on 8.x
@@ -61,8 +60,7 @@ def _applies(model, v: tuple) -> bool:
     """Whether vLLM `v` runs this checkpoint's dense linears through choose_mp_linear_kernel with padding allowed."""
     q = model.quantization
     bits_ok = q.method == "int4" or (q.method == "int8" and q.quant_method == "gptq")
-    group = -1 if q.per_row else q.group_size
-    return (v >= PADS_FROM and q.quant_method in METHODS and bits_ok and not q.experts_only and group in GROUPS
+    return (v >= PADS_FROM and q.quant_method in METHODS and bits_ok and not q.experts_only and marlin_groups(q)
             and not (q.act_order and v < gptq_order.FROM))  # act-order: strict through 0.29, then refused
 
 
@@ -70,7 +68,7 @@ def linear_bytes(model, n: int, k: int, full_k: int, cap, v: tuple) -> int:
     """Bytes Marlin's padding adds to one rank's linear of N outputs and K inputs (of `full_k`); 0 where it fits a
     tile, another kernel takes it (AllSpark), or a group straddles the cut (not Marlin: the layer falls back)."""
     q = model.quantization
-    bits, group = (4 if q.method == "int4" else 8), (-1 if q.per_row else q.group_size)
+    bits, group = (4 if q.method == "int4" else 8), marlin_group(q)
     if group > 0 and group < full_k and k % group:
         return 0
     if (bits == 8 and group == -1 and v < ALLSPARK_UNTIL and ALLSPARK_CC[0] <= cap < ALLSPARK_CC[1]

@@ -29,7 +29,7 @@ empties only g_idx). In each kvplan counts the checkpoint's bytes, the larger si
 from __future__ import annotations
 
 from kvplan.core.intmath import round_up
-from kvplan.engines.marlin_shapes import rank_layer_shards
+from kvplan.engines.marlin_shapes import marlin_group, marlin_groups, rank_layer_shards
 from kvplan.engines.vllm import gptq_order
 from kvplan.engines.vllm.marlin_dense_pad import PADS_FROM, padded_nk
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
@@ -39,15 +39,13 @@ G_IDX_FROM = (0, 5, 2)  # process_weights_after_loading empties g_idx (0.5.0-0.5
 QZEROS_FROM = (0, 6, 2)  # MarlinLinearKernel empties qzeros
 MARLIN_CC = (8, 0)
 MACHETE_CC = (9, 0)  # Machete, then Humming, ahead of Marlin from QZEROS_FROM
-GROUPS = (-1, 32, 64, 128)
 BLOCK = 512  # the caching allocator's smallest block
 
 
 def _applies(model, v: tuple, cap) -> bool:
     """A symmetric 4-bit GPTQ checkpoint without act-order whose dense linears Marlin repacks at `v` on `cap`."""
     q = model.quantization
-    group = -1 if q.per_row else q.group_size
-    return (q.quant_method == "gptq" and q.method == "int4" and not q.asym and not q.act_order and group in GROUPS
+    return (q.quant_method == "gptq" and q.method == "int4" and not q.asym and not q.act_order and marlin_groups(q)
             and v >= G_IDX_FROM and cap is not None and cap >= MARLIN_CC
             and not (cap == MACHETE_CC and v >= QZEROS_FROM))
 
@@ -72,7 +70,6 @@ def freed_bytes(model, dep, v: tuple, gpu) -> int:
     shards = rank_layer_shards(model, dep.tp)
     if shards is None:
         return 0
-    q = model.quantization
-    group = -1 if q.per_row else q.group_size
+    group = marlin_group(model.quantization)
     per_layer = [sum(shard_bytes(x.n, x.k, x.full_k, group, v) for x in layer) for layer in shards[0]]
     return min(sum(per_layer[a:b]) for a, b in split_layers(len(per_layer), dep.pp))

@@ -50,6 +50,7 @@ from math import lcm
 
 from kvplan.core.intmath import cdiv, round_up
 from kvplan.engines.fp8_blocks import exact_expert_width
+from kvplan.engines.marlin_shapes import marlin_group, marlin_groups
 from kvplan.engines.vllm import gptq_order
 from kvplan.engines.vllm.marlin_dense_pad import humming_ahead  # Humming ahead of Marlin on 9.0 from 0.32.0
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
@@ -61,7 +62,6 @@ PADS_FROM = {"awq": (0, 25, 0), "gptq": (0, 25, 0), "compressed-tensors": (0, 30
 GPTQ_ZEROS_FROM = (0, 27, 0)  # GPTQ's experts pass their qzeros to the Marlin prep (padded) from here
 CT_ACTORDER_FROM = (0, 25, 0)  # compressed-tensors pads from here unless actorder group / dynamic (unread) until 0.30.0
 TRTLLM_GROUP, TRTLLM_MAJOR = 32, 10  # kInt4Static32 on the compute capability 10.x family
-GROUPS = (-1, 32, 64, 128)  # check_moe_marlin_supports_config's supports_group_size
 TILE = 64  # N % 64 == 0: Marlin MoE's thread tile
 MARLIN_CC = (7, 5)  # MarlinExperts._supports_current_device
 ROUTER_ON_INPUT_UNTIL = (0, 27, 0)  # 0.25.0-0.26.0: Marlin refuses apply_router_weight_on_input
@@ -80,9 +80,9 @@ def _shard(model, dep, v: tuple) -> tuple[int, int, int, int] | None:
         return None
     if q.kept_of("experts") >= p.experts or (v < ROUTER_ON_INPUT_UNTIL and model.architecture in ROUTER_ON_INPUT):
         return None
-    group = -1 if q.per_row else q.group_size
+    group = marlin_group(q)
     width = exact_expert_width(model)
-    if group not in GROUPS or not width or model.hidden_size % 128:
+    if not marlin_groups(q) or not width or model.hidden_size % 128:
         return None
     split = dep.tp * dep.dp
     n, experts = (width, cdiv(p.num_experts, dep.ep)) if dep.ep > 1 else (width // split, p.num_experts)

@@ -135,14 +135,14 @@ class Pool:
         return total
 
 
-def resident_concurrency(pools, blocks: int, length: int, st: Settings) -> float | None:
-    """Requests of `length` tokens `blocks` block ids hold while they decode (Pool.blocks_per_request's `resident`, the
-    largest over the stages' pools): above vLLM's printed concurrency where sliding-window groups free what their
-    window no longer reads; None for V0 and for DeepSeek-V4's pool (its own admission, Capacity.admitted)."""
+def resident_blocks(pools, length: int, st: Settings) -> int | None:
+    """Block ids a request of `length` tokens holds while it decodes (Pool.blocks_per_request's `resident`, the largest
+    over the stages' pools): fewer than vLLM's printed count where sliding-window groups free what their window no
+    longer reads, so the pool holds more such requests; None for V0 and for DeepSeek-V4's pool (its own admission,
+    Capacity.admitted)."""
     if not st.v1 or not all(isinstance(p, Pool) for p in pools):
         return None
-    per = max(p.blocks_per_request(length, st, resident=True) for p in pools)
-    return blocks / per if per else None
+    return max(p.blocks_per_request(length, st, resident=True) for p in pools)
 
 
 def cache_specs(layers, tp: int, kv_dtype: DType, state_dtype: DType, st: Settings) -> list[tuple[tuple, int]]:

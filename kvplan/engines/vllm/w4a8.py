@@ -36,17 +36,12 @@ from kvplan.engines.versions import parse_version
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
 from kvplan.planning.deploy import largest_stage
 from kvplan.planning.plan_warnings import PlanWarning
+from kvplan.readers.quantization import is_w4a8
 
 FROM = (0, 19, 0)  # the first release whose W4A8 path was read
 CUTLASS_CC = (9, 0)  # _is_fp8_w4a8_sm90: exactly 9.0
 GROUP = 128  # CompressedTensorsW4A8Fp8's only group size, and CUTLASS's K and N tile
 FP8_TOKEN = ("float", 8, "token", True, True)  # dynamic per-token symmetric fp8 activations
-
-
-def applies(model) -> bool:
-    """Whether the checkpoint is compressed-tensors int4 with quantized activations (W4A8)."""
-    q = model.quantization
-    return q.quant_method == "compressed-tensors" and q.method == "int4" and bool(q.input_quant)
 
 
 def _shards(model, dep):
@@ -58,7 +53,7 @@ def _shards(model, dep):
 def problem(model, dep, gpu, version: str) -> str | None:
     """Why vLLM `version` cannot load this W4A8 checkpoint on `gpu` as kvplan prices it (module docstring); None
     where CUTLASS W4A8 takes every linear, or the checkpoint is not W4A8."""
-    if not applies(model):
+    if not is_w4a8(model.quantization):
         return None
     q, cap, head = model.quantization, nvidia_capability(gpu), f"vLLM {version} and this W4A8 checkpoint"
     kind, bits = q.input_quant[0], q.input_quant[1]
@@ -106,7 +101,7 @@ def linear_bytes(n: int, k: int) -> int:
 def loaded_bytes(model, dep, v: tuple, gpu) -> int:
     """Bytes per rank of the largest stage CUTLASS W4A8 adds to the checkpoint's (module docstring); 0 where it does
     not run (a plan it cannot load is refused before: `check`)."""
-    if not applies(model) or v < FROM or nvidia_capability(gpu) != CUTLASS_CC:
+    if not is_w4a8(model.quantization) or v < FROM or nvidia_capability(gpu) != CUTLASS_CC:
         return 0
     shards = _shards(model, dep)
     if shards is None:

@@ -129,3 +129,29 @@ def test_the_headroom_is_the_free_memory_before_the_weights_above_the_fraction()
     # = 84,482,006,712 x 0.2 = 16,896,401,342 B (usable x 0.2 would be 17,003,775,524 B, 0.10 GiB high)
     _, cap = _settings(find_in_catalog("gemma-3-27b-it"), "mem_fraction_static=0.8", "enable_multimodal=true")
     assert engine_figures(cap)["headroom above the fraction"] == 16_896_401_342
+
+
+def test_the_cache_fits_what_the_request_slots_leave():
+    # Both draw on the memory above the fraction, in SGLang's order: the request-slot pool at start-up, right after
+    # the token pool is sized (kvplan.engines.sglang.req_pool), the embedding cache only as image embeddings arrive
+    # (0.5.23 mem_cache/multimodal_cache.py L76-130: a dict, nothing pre-allocated). Gemma 3 27B on one H100 at
+    # 0.5.23, a given 0.99, --max-running-requests 64, context 131,072:
+    #   room = (85,018,877,624 usable - 536,870,912 init) x (1 - 0.99) = 844,820,067 B (the test above's free memory)
+    #   slots = min(64, tokens // 2) = 64 (0.5.14 on) + the padding row (0.5.11 on) = 65 rows of (131,072 + 4) int32:
+    #   65 x 131,076 x 4 = 34,079,760 B, so 844,820,067 - 34,079,760 = 810,740,307 B are left for the cache.
+    # A 790 MB cache (790 x 2^20 = 828,375,040 B) fits the room but not what the slots leave: warned; 770 MB
+    # (807,403,520 B) fits both.
+    def run(mb):
+        res = resolve_engine("sglang", "0.5.23", ["mem_fraction_static=0.99", "enable_multimodal=true",
+                                                  "max_running_requests=64", f"vlm_cache_size_mb={mb}"]).result(
+            find_in_catalog("gemma-3-27b-it"), H100, Deployment(1, 1), Request(context=131072))
+        return engine_figures(res.capacity), res.capacity.notes
+    figures, notes = run(790)
+    assert figures["request slots (req_to_token)"] == (65, 131_076, 34_079_760)
+    assert figures["headroom above the fraction"] == 844_820_067
+    assert figures["headroom after request slots"] == 810_740_307
+    assert figures["mm embedding cache (runtime)"] == 828_375_040 < 844_820_067
+    assert any("SGLANG_VLM_CACHE_SIZE_MB=790" in n and "after its request-slot pool" in n for n in notes)
+    figures, notes = run(770)
+    assert figures["mm embedding cache (runtime)"] == 807_403_520 < 810_740_307
+    assert not any("SGLANG_VLM_CACHE_SIZE_MB" in n for n in notes)

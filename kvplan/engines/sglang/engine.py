@@ -164,11 +164,11 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
         lines[-1:] = [Figure("max_running_requests", running, "count"), Figure(f"requests of {context:,} tokens",
                                                                                 conc, "ratio")]
     req_line, above = sglang_req_pool.priced(st, full_tokens, context, states)  # above the fraction (req_pool.py)
-    lines += [req_line, *sglang_mm.rows(model, st)]
+    lines += [req_line, *sglang_mm.rows(model, st, above[1])]  # the cache's headroom after the request slots
     if st.prefill_graph:
         lines.append(Figure("prefill CUDA-graph reserve", int(st.prefill_graph[1] * MIB), "MiB"))
         notes.append(sglang_prefill_graph.note(st.version, *st.prefill_graph))
-    notes += sglang_mm.notes(model, st) + _backend_notes(page, st, model, kv_dtype) + _chunk_note(st)
+    notes += sglang_mm.notes(model, st, above[1]) + _backend_notes(page, st, model, kv_dtype) + _chunk_note(st)
     if any(layer.kind in LOCAL_KINDS for layer in model.layers) and sglang_swa.note(model, st.version):
         notes.append(sglang_swa.note(model, st.version))
     pooled = sglang_mamba.pooled(model, dep, states, st.state, full_tokens * full_cell + swa_tokens * swa_cell) \

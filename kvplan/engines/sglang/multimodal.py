@@ -29,8 +29,17 @@ embedding cache that lives in the headroom above it.
   `SGLANG_VLM_CACHE_SIZE_MB = EnvInt(100)`): GPU tensors filled at run time, outside the static pool, so it
   takes nothing from the KV budget but must fit the headroom SGLang leaves above the fraction, the free memory
   before the weights x (1 - mem_fraction_static) (kvplan.engines.sglang.req_pool.room), with the encoder's
-  activations. `--engine-opt vlm_cache_size_mb=N` states the environment variable's value; kvplan
-  prints it and warns when it exceeds the headroom.
+  activations. That headroom is shared, and in SGLang's order: the request-slot pool (req_to_token) is allocated
+  out of it at start-up, right after the token pool is sized (kvplan.engines.sglang.req_pool), while the cache
+  allocates nothing until image embeddings arrive (a dict of the embeddings as computed: 0.4.9
+  `mem_cache/multimodal_cache.py` L6-25 `put`; 0.5.23 L76-130, "this cache does not really pre-alloc"), wherever
+  it is created (0.4.9 `managers/scheduler.py` L2715-2718 before the Scheduler; 0.5.3 L838-839 and 0.5.11
+  L966-967 at the end of its cache set-up, after the model runner's pools; 0.5.15 and 0.5.23
+  `mem_cache/kv_cache_builder.py` L249 and L480 after them). So what the cache can fill is the headroom less the
+  request-slot pool (`left`); CUDA graphs and the encoder's activations share that rest too, not counted in it.
+  `--engine-opt vlm_cache_size_mb=N` states the environment variable's value; kvplan prints it and warns when it
+  exceeds what the request slots leave (a run-time failure once images fill it, not a start-up one: the plan still
+  fits).
 * Multimodal off by default (`ModelConfig.__init__`, `configs/model_config.py`: 0.4.6 L76-86, 0.5.1 L113-122,
   0.5.16 L309-323, 0.5.23 L690-717): where --enable-multimodal is not given and the config's first architecture is on
   `mm_disabled_models`, SGLang sets enable_multimodal False, logs "Multimodal is disabled for {model_type}. To enable
@@ -160,13 +169,19 @@ def vlm_factor(model, version: str, enable: bool = False) -> float:
     return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
 
 
-def rows(model, st) -> list:
+def left(st, slots: int) -> int:
+    """What the request-slot pool (`slots` bytes, allocated at start-up) leaves of the headroom above the fraction
+    for the run-time embedding cache (module docstring); 0 where the pool overruns it (the plan then does not fit)."""
+    return max(0, room(st) - slots)
+
+
+def rows(model, st, slots: int = 0) -> list:
     """The engine table's multimodal rows (none for a text model, nor where SGLang switches multimodal off: a note);
     the headroom is the memory SGLang leaves above the fraction, free before the weights x (1 - fraction)
     (kvplan.engines.sglang.req_pool.room, from `profile_max_num_token`'s `rest = free_after_weights -
     free_before_weights x (1 - mem_fraction_static)`, 0.4.3.post4 `model_executor/model_runner.py` L608-633, 0.5.23
     `mem_cache/kv_cache_configurator.py` L2990-3060): not the GPU's usable memory, which counts the CUDA context
-    SGLang's free memory has already lost."""
+    SGLang's free memory has already lost; and what the request-slot pool (`slots` bytes) leaves of it (`left`)."""
     if not is_vlm(model) or not st.multimodal:
         return []
     out = [Figure("vision_config L x H (SGLang)", vision_dims(model), "a x b")]
@@ -174,6 +189,7 @@ def rows(model, st) -> list:
         out.append(Figure("VLM factor on the fraction", round(st.vlm_factor, 4), "number"))
     out.append(Figure("mm embedding cache (runtime)", st.vlm_cache_mb * MB, "bytes"))
     out.append(Figure("headroom above the fraction", room(st), "bytes"))
+    out.append(Figure("headroom after request slots", left(st, slots), "bytes"))
     return out
 
 
@@ -188,13 +204,14 @@ def _off_note(model, st) -> str | None:
             f"VLM factor on the fraction{tower}; engine option enable_multimodal=true plans it with images")
 
 
-def notes(model, st) -> list[str]:
-    """A warning when the embedding cache alone does not fit the headroom SGLang leaves above its pool; where SGLang
-    switches multimodal off by default, that it serves the model text-only."""
+def notes(model, st, slots: int = 0) -> list[str]:
+    """A warning when the embedding cache alone does not fit what the request-slot pool (`slots` bytes) leaves of
+    the headroom above the fraction (`left`); where SGLang switches multimodal off by default, that it serves the
+    model text-only."""
     off = _off_note(model, st)
     if off:
         return [off]
-    if is_vlm(model) and st.vlm_cache_mb * MB > room(st):  # the headroom of rows()
+    if is_vlm(model) and st.vlm_cache_mb * MB > left(st, slots):  # the headroom of rows()
         return [f"SGLANG_VLM_CACHE_SIZE_MB={st.vlm_cache_mb} exceeds the memory SGLang leaves above "
-                "mem_fraction_static: image requests can run out of memory at run time"]
+                "mem_fraction_static after its request-slot pool: image requests can run out of memory at run time"]
     return []

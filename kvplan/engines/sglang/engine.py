@@ -307,10 +307,11 @@ class Sglang(Engine):
     def request(self, req, st: Settings, model, dep):
         # rest = free_before x fraction - weights, with free_before = total - init: as the planner's
         # "usable x utilisation - weights - overhead" with overhead = init x fraction; on a unified-memory GPU also
-        # fraction x the OS's share and a cold load's page cache (kvplan.engines.sglang.uma), beside the overhead,
-        # estimated or given: --overhead prices what init and activations hold, not the OS or the page cache
+        # fraction x the OS's share and a cold load's page cache (kvplan.engines.sglang.uma), and from 0.5.18 a
+        # multimodal model's embedding cache (sglang_mm.reserved), beside the overhead, estimated or given:
+        # --overhead prices what init and activations hold, not the OS, the page cache or that reservation
         over = (req.overhead_bytes if req.overhead_bytes is not None else
-                int(st.init_bytes * st.mem_fraction_static)) + st.uma_bytes
+                int(st.init_bytes * st.mem_fraction_static)) + st.uma_bytes + sglang_mm.reserved(st)
         sglang_cache_dtype.check_flag(req.kv_dtype, model, st.version, self.auto_kv_dtype(model))  # int8, ...
         if has_compressed(model.layers):  # its page and cache dtype (kvplan.engines.sglang.dsv4)
             sglang_dsv4.check_settings(st.page_size, cache_dtypes(req, model)[0])

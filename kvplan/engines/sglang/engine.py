@@ -12,7 +12,7 @@ Sources (PyPI wheels; docs/engines.md section 2):
   * hybrid SWA (0.5.x): swa_full_tokens_ratio 0.8; cell = full layers + 0.8 x SWA layers; full pool
     = budget // cell, SWA pool = 0.8 x full (0.5.23 `pool_configurator.py` L656-905).
   * hybrids' recurrent-state slots come out of "rest" first, by release: kvplan.engines.sglang.mamba.
-  * DeepSeek-V4's pools (page 256, SWA share 0.1, per full token, 0.5.15-0.5.16): kvplan.engines.sglang.dsv4.
+  * DeepSeek-V4's pools (page 256, SWA share 0.1, per full token, 0.5.15-0.5.18): kvplan.engines.sglang.dsv4.
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ class Sglang(Engine):
     # (from 0.5), recurrent states not pooled (a note), a layer without a cache nothing
     kinds = frozenset({Kind.FULL, Kind.MLA, Kind.SLIDING, Kind.CHUNKED, Kind.STATE, Kind.NONE})
     loaded_label = "Load weight end ... mem usage (weights as loaded)"  # model_runner's line
-    # Falcon-H1: attention in the token pool, its mixer's state slots; DeepSeek-V4: its pools (0.5.15-0.5.16, dsv4.py)
+    # Falcon-H1: attention in the token pool, its mixer's state slots; DeepSeek-V4: its pools (0.5.15-0.5.18, dsv4.py)
     reads_layers = frozenset({IndexedMLA, ParallelHybrid, CompressedMLA})  # DSA's pool: kvplan.engines.sglang.dsa
     supports_dp = True  # DP attention: each rank its own token pool and requests
     # --dp N under one server: one TokenizerManager in the server process, the DP controller and schedulers as

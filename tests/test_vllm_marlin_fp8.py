@@ -295,3 +295,17 @@ def test_w8a16_refusal_is_one_line_on_the_command_line(tmp_path, kvplan_home):
     errors = [line for line in r.stderr.splitlines() if line.startswith("Error: ")]  # after the model's own lines
     assert r.exit_code == EXIT_USAGE and len(errors) == 1 and "VLLM_TEST_FORCE_FP8_MARLIN=1" in errors[0]
     assert "Traceback" not in r.output
+
+
+def test_compressed_tensors_w8a16_routed_experts_are_refused():
+    # CompressedTensorsMoEMethod has no FP8 weight-only method: a channel scheme reaches the WNA16 MoE method, which
+    # raises on a format other than pack-quantized (0.33.0 compressed_tensors_moe/compressed_tensors_moe.py L90-101),
+    # tensor and block ones raise "Unsupported FusedMoe scheme" (L200); the dense W8A16 above loads
+    moe = dataclasses.replace(require_in_catalog("qwen3-30b-a3b"), quantization=Quantization(
+        "fp8", 0, quant_method="compressed-tensors", weight_only=True))
+    for gpu, version in (("h100-sxm", "0.19.0"), ("a100-sxm-80", "0.24.0"), ("h100-sxm", "0.30.0")):
+        with pytest.raises(KvplanError, match="routed experts without quantized activations") as e:
+            api.plan(moe, gpu=gpu, engine="vllm", engine_version=version, context=4096)
+        assert e.value.exit_code == EXIT_USAGE and "\n" not in str(e.value)
+    w8a8 = dataclasses.replace(moe, quantization=Quantization("fp8", 0, quant_method="compressed-tensors"))
+    api.plan(w8a8, gpu="h100-sxm", engine="vllm", engine_version="0.19.0", context=4096)  # W8A8 experts: loads

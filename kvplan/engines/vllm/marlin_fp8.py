@@ -69,6 +69,12 @@ input_activations (0.10.0 `compressed_tensors.py` L302-306, 0.33.0 L582-587) and
     to find a kernel that can implement the ScaledMM linear layer" (0.20.0 `kernels/linear/__init__.py` L306-362),
     so the load stops: refused (`check`), naming the releases that load it;
   * 0.25.0 on: Humming first (above; its is_supported asks 7.5, 0.33.0 `scaled_mm/humming.py` L31-43): said.
+Routed experts under such a scheme do not load in any release read: CompressedTensorsMoEMethod.get_moe_method sends
+a channel strategy to the WNA16 MoE method (`_is_wNa16_group_channel` reads no type), which from 0.17.0 asks the
+pack-quantized format and raises on FP8's float-quantized one (`compressed_tensors_moe.py` 0.17.0 L155-170, 0.20.0
+`compressed_tensors_moe/compressed_tensors_moe.py` L78-92, 0.33.0 L90-101), and 0.10.1 builds for packed integer
+weights (L76-93); a tensor or block strategy matches no MoE method ("Unsupported FusedMoe scheme": 0.10.1 L105-106,
+0.17.0 L230, 0.33.0 L200). Refused (`check`).
 """
 
 from __future__ import annotations
@@ -118,8 +124,15 @@ def applies(model, gpu, v: tuple) -> bool:
 
 def check(model, gpu, version: str) -> None:
     """A one-line refusal of compressed-tensors FP8 on CompressedTensorsW8A16Fp8 where vLLM cannot load it (module
-    docstring): a block strategy in 0.10.0-0.14.x, and a scheme without input_activations on 8.9+ in 0.20.0-0.24.x."""
+    docstring): routed experts without input_activations, a block strategy in 0.10.0-0.14.x, and a scheme without
+    input_activations on 8.9+ in 0.20.0-0.24.x."""
     q, cap, v = model.quantization, nvidia_capability(gpu), parse_version(version)
+    if q.weight_only and q.quant_method == "compressed-tensors" and model.params.num_experts \
+            and q.kept_of("experts") < model.params.experts and v >= READ_FROM:
+        raise KvplanError(f"vLLM {version} cannot load this compressed-tensors FP8 checkpoint's routed experts without "
+                          "quantized activations (W8A16): no MoE method takes them (a channel strategy reaches the "
+                          "WNA16 MoE method, which asks the pack-quantized format; tensor and block ones find none, "
+                          "\"Unsupported FusedMoe scheme\"; compressed_tensors_moe.py)", EXIT_USAGE)
     if not _w8a16(q, cap) or not READ_FROM <= v < CT_HUMMING_FROM:
         return
     native = cap >= NATIVE_FP8_CC

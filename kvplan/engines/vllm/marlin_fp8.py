@@ -72,9 +72,10 @@ input_activations (0.10.0 `compressed_tensors.py` L302-306, 0.33.0 L582-587) and
 Routed experts under such a scheme do not load in any release read: CompressedTensorsMoEMethod.get_moe_method sends
 a channel strategy to the WNA16 MoE method (`_is_wNa16_group_channel` reads no type), which from 0.17.0 asks the
 pack-quantized format and raises on FP8's float-quantized one (`compressed_tensors_moe.py` 0.17.0 L155-170, 0.20.0
-`compressed_tensors_moe/compressed_tensors_moe.py` L78-92, 0.33.0 L90-101), and 0.10.1 builds for packed integer
-weights (L76-93); a tensor or block strategy matches no MoE method ("Unsupported FusedMoe scheme": 0.10.1 L105-106,
-0.17.0 L230, 0.33.0 L200). Refused (`check`).
+`compressed_tensors_moe/compressed_tensors_moe.py` L78-92, 0.33.0 L90-101), and in 0.10.1 builds packed integer
+tensors (`weight_packed`, L76-93) that an FP8 checkpoint's `weight` tensors do not fill (that load not traced
+further: refused as not understood); a tensor or block strategy matches no MoE method ("Unsupported FusedMoe scheme":
+0.10.1 L105-106, 0.17.0 L230, 0.33.0 L200). Refused (`check`).
 """
 
 from __future__ import annotations

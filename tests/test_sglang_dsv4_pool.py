@@ -83,8 +83,11 @@ def _settings(version="0.5.15", opts=None, gpu="h200", tp=8, dp=1):
     return eng, model, dep, eng.settings(model, find_gpu(gpu), dep, req)
 
 
-def test_pools_from_a_given_budget():
-    eng, model, dep, st = _settings()
+@pytest.mark.parametrize("version", ["0.5.15", "0.5.17", "0.5.18"])
+def test_pools_from_a_given_budget(version):
+    # 0.5.17 and 0.5.18 size them as 0.5.15-0.5.16 do (DSV4PoolConfigurator, 0.5.17 pool_configurator.py L610-873,
+    # 0.5.18 L715-1004; the hook's 256, page 256 and SWA share 0.1 unchanged: kvplan.engines.sglang.dsv4)
+    eng, model, dep, st = _settings(version)
     assert (st.page_size, st.swa_full_tokens_ratio) == (256, 0.1)
     cap = eng.capacity_at(model, dep, st, 100 * 2**30, 1_048_576, read_request(model, kv_dtype="fp8").kv_dtype)
     # (107,374,182,400 - 2,715,811,840) / 7,705.45 = 13,582,382.7 -> 13,582,382 -> pages of 256: 53,056 x 256
@@ -147,7 +150,7 @@ def test_swa_ratio_and_running_are_engine_options():
 
 
 @pytest.mark.parametrize("version, words", [("0.5.14", "from 0.5.15"), ("0.5.23", "0.5.23 reworked"),
-                                            ("0.5.17", "0.5.17-0.5.22 were not read")])
+                                            ("0.5.19", "0.5.19-0.5.22 were not read")])
 def test_releases_not_read_are_refused_with_the_reason(version, words):
     res = CliRunner().invoke(app, [*FIT, "--ctx", "8k", "--engine-version", version])
     assert res.exit_code != 0 and words in res.output and "Traceback" not in res.output
@@ -187,22 +190,24 @@ def test_a_bf16_cache_and_another_page_are_refused():
 def test_no_engine_version_says_in_one_line_which_release_to_pass():
     # A new user's first command: DeepSeek-V4 under SGLang with no --engine-version plans kvplan's default release
     # (0.5.23: kvplan.engines.sglang.engine.DEFAULT_VERSION), whose pools are not restated; the one-line error names
-    # the flag and the releases that plan (0.5.15 and 0.5.16, the wheels read), and that one of them then plans.
+    # the flag and the releases that plan (0.5.15 to 0.5.18, the wheels read), and that one of them then plans.
     res = CliRunner().invoke(app, [*FIT, "--ctx", "8k"])
     assert res.exit_code == 2, res.output
     line = res.stderr.strip().splitlines()[-1]
-    assert line.startswith("Error: DeepSeek-V4 under SGLang needs --engine-version 0.5.16 (or 0.5.15): with none "
-                           "given kvplan plans SGLang 0.5.23"), line
+    assert line.startswith("Error: DeepSeek-V4 under SGLang needs --engine-version 0.5.18 (or 0.5.15-0.5.17): with "
+                           "none given kvplan plans SGLang 0.5.23"), line
     assert line.count("--engine-version") == 1 and "\n" not in line
-    res = CliRunner().invoke(app, [*FIT, "--ctx", "8k", "--engine-version", "0.5.16"])
-    assert res.exit_code == 0, res.output
+    for version in ("0.5.16", "0.5.18"):
+        res = CliRunner().invoke(app, [*FIT, "--ctx", "8k", "--engine-version", version])
+        assert res.exit_code == 0, res.output
     # a release asked for by name keeps its own wording
     res = CliRunner().invoke(app, [*FIT, "--ctx", "8k", "--engine-version", "0.5.23"])
     assert res.exit_code == 2 and "Error: SGLang 0.5.23: kvplan restates" in res.stderr
 
 
 def test_release_rule_and_speed_limit_agree():
-    assert dsv4.release_problem("0.5.15") == dsv4.release_problem("0.5.16") == ""
+    assert {dsv4.release_problem(v) for v in ("0.5.15", "0.5.16", "0.5.17", "0.5.18.post1")} == {""}
+    assert "0.5.19-0.5.22 were not read" in dsv4.release_problem("0.5.19")
     # the running limit the speed fit reads is unchanged for every release from 0.5.15 (tests/test_sglang_dsv4.py)
     assert dsv4.running_limit("0.5.23", flash().layers, 1, None) == 256
 

@@ -85,14 +85,35 @@ def test_a_fraction_the_user_gives_is_not_scaled():
 
 
 def test_embedding_cache_beyond_the_headroom_is_warned():
-    gemma = find_in_catalog("gemma-3-27b-it")
+    gemma = find_in_catalog("gemma-3-27b-it")  # 0.5.17: the cache fills the headroom (0.5.18 on: the budget, below)
     # headroom at 0.99 of 79.18 GiB: 0.79 GiB; a 2,048 MB cache (2 GiB) cannot fit it
-    _, cap = _settings(gemma, "mem_fraction_static=0.99", "vlm_cache_size_mb=2048", "enable_multimodal=true")
+    _, cap = _settings(gemma, "mem_fraction_static=0.99", "vlm_cache_size_mb=2048", "enable_multimodal=true",
+                       version="0.5.17")
     assert any("SGLANG_VLM_CACHE_SIZE_MB=2048" in n for n in cap.notes)
-    _, cap = _settings(gemma, "mem_fraction_static=0.99", "vlm_cache_size_mb=2048")  # multimodal off: no cache
+    _, cap = _settings(gemma, "mem_fraction_static=0.99", "vlm_cache_size_mb=2048", version="0.5.17")  # off: none
     assert not any("SGLANG_VLM_CACHE_SIZE_MB" in n for n in cap.notes)
-    _, cap = _settings(gemma, "enable_multimodal=true")  # the default 100 MB fits the default headroom (19 GiB)
+    _, cap = _settings(gemma, "enable_multimodal=true", version="0.5.17")  # the default 100 MB fits (19 GiB)
     assert not any("SGLANG_VLM_CACHE_SIZE_MB" in n for n in cap.notes)
+
+
+def test_from_0_5_18_the_cache_is_reserved_out_of_the_budget():
+    # 0.5.18 mem_cache/kv_cache_configurator.py L1785-1789 (0.5.23 L3034-3038): rest = available - slack -
+    # mm_runtime_reservation_gb, SGLANG_VLM_CACHE_SIZE_MB / 1024 GiB for a multimodal model (L130-147). So two caches
+    # of 100 and 612 MB leave budgets (612 - 100) x 2^20 = 536,870,912 B apart, and the pool shrinks with it; in
+    # 0.5.17 (L1625-1635, no such term) the budget does not move. No headroom warning once it is in the budget.
+    gemma = find_in_catalog("gemma-3-27b-it")
+
+    def budget(version, mb):
+        _, cap = _settings(gemma, "mem_fraction_static=0.8", "enable_multimodal=true", f"vlm_cache_size_mb={mb}",
+                           version=version)
+        return engine_figures(cap)["KV budget per GPU (rest)"], cap
+    (small, _), (large, cap) = budget("0.5.23", 100), budget("0.5.23", 612)
+    assert small - large == 536_870_912
+    assert engine_figures(cap)["mm embedding cache (reserved from the budget)"] == 612 * 2**20
+    assert any("SGLANG_VLM_CACHE_SIZE_MB=612" in n and "out of the KV budget" in n for n in cap.notes)
+    assert budget("0.5.17", 100)[0] == budget("0.5.17", 612)[0]
+    _, off = _settings(gemma, "mem_fraction_static=0.8", "vlm_cache_size_mb=612")  # multimodal off: not reserved
+    assert engine_figures(off)["KV budget per GPU (rest)"] == small + 100 * 2**20
 
 
 def test_the_cache_size_is_emitted_as_sglangs_environment_variable(kvplan_home):
@@ -129,3 +150,29 @@ def test_the_headroom_is_the_free_memory_before_the_weights_above_the_fraction()
     # = 84,482,006,712 x 0.2 = 16,896,401,342 B (usable x 0.2 would be 17,003,775,524 B, 0.10 GiB high)
     _, cap = _settings(find_in_catalog("gemma-3-27b-it"), "mem_fraction_static=0.8", "enable_multimodal=true")
     assert engine_figures(cap)["headroom above the fraction"] == 16_896_401_342
+
+
+def test_the_cache_fits_what_the_request_slots_leave():
+    # Both draw on the memory above the fraction, in SGLang's order: the request-slot pool at start-up, right after
+    # the token pool is sized (kvplan.engines.sglang.req_pool), the embedding cache only as image embeddings arrive
+    # (0.5.23 mem_cache/multimodal_cache.py L76-130: a dict, nothing pre-allocated). Gemma 3 27B on one H100 at
+    # 0.5.17, a given 0.99, --max-running-requests 64, context 131,072:
+    #   room = (85,018,877,624 usable - 536,870,912 init) x (1 - 0.99) = 844,820,067 B (the test above's free memory)
+    #   slots = min(64, tokens // 2) = 64 (0.5.14 on) + the padding row (0.5.11 on) = 65 rows of (131,072 + 4) int32:
+    #   65 x 131,076 x 4 = 34,079,760 B, so 844,820,067 - 34,079,760 = 810,740,307 B are left for the cache.
+    # A 790 MB cache (790 x 2^20 = 828,375,040 B) fits the room but not what the slots leave: warned; 770 MB
+    # (807,403,520 B) fits both.
+    def run(mb):  # 0.5.17: the last release read before the cache is reserved out of the budget (test above)
+        res = resolve_engine("sglang", "0.5.17", ["mem_fraction_static=0.99", "enable_multimodal=true",
+                                                  "max_running_requests=64", f"vlm_cache_size_mb={mb}"]).result(
+            find_in_catalog("gemma-3-27b-it"), H100, Deployment(1, 1), Request(context=131072))
+        return engine_figures(res.capacity), res.capacity.notes
+    figures, notes = run(790)
+    assert figures["request slots (req_to_token)"] == (65, 131_076, 34_079_760)
+    assert figures["headroom above the fraction"] == 844_820_067
+    assert figures["headroom after request slots"] == 810_740_307
+    assert figures["mm embedding cache (runtime)"] == 828_375_040 < 844_820_067
+    assert any("SGLANG_VLM_CACHE_SIZE_MB=790" in n and "after its request-slot pool" in n for n in notes)
+    figures, notes = run(770)
+    assert figures["mm embedding cache (runtime)"] == 807_403_520 < 810_740_307
+    assert not any("SGLANG_VLM_CACHE_SIZE_MB" in n for n in notes)

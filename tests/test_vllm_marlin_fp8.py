@@ -205,3 +205,107 @@ def test_compressed_tensors_block_fp8_refused_where_w8a16_raises():
     api.plan(block, gpu="l4", engine="vllm", engine_version="0.14.0", context=4096)  # 8.9: W8A8 FP8, not W8A16
     channel = _ct_channel()  # a channel scale loads in those releases
     api.plan(channel, gpu="a100-sxm-80", engine="vllm", engine_version="0.14.0", context=4096)
+
+
+# compressed-tensors FP8 without activation quantization (a W8A16 scheme: `input_activations: null`), Llama-3.1-8B's
+# shapes: _is_fp8_w8a8 needs input_activations and _is_fp8_w8a16 asks no capability (0.10.0 compressed_tensors.py
+# L427-432, 0.19.0 L649-653), so an H100 takes CompressedTensorsW8A16Fp8 and its prepare_fp8_layer_for_marlin
+# (0.10.0 L59, 0.19.0 L133) exactly as an A100 does: the same bytes as FP8-dynamic below 8.9 above, CT_TP1 =
+# -2 B x 43,008 outputs x 32 layers = -2,752,512 B at tp 1, CT_TP8 = -2 x 12,544 x 32 = -802,816 B a GPU at tp 8.
+def _ct_w8a16(block: int = 0):
+    from conftest import LLAMA_31_8B, llm_compressor_w8a8
+    from kvplan.sources.importer import build_spec
+    q = llm_compressor_w8a8("float")
+    q["config_groups"]["group_0"]["input_activations"] = None
+    if block:
+        q["config_groups"]["group_0"]["weights"].update(strategy="block", block_structure=[block, block])
+    return build_spec(dict(LLAMA_31_8B, quantization_config=q), "test/llama-fp8-w8a16", source="test")[0]
+
+
+def test_compressed_tensors_w8a16_runs_marlin_on_hopper():
+    model, w8a8 = _ct_w8a16(), _ct_channel()
+    assert model.quantization.weight_only and not w8a8.quantization.weight_only
+    for v in ((0, 10, 0), (0, 17, 0), (0, 19, 0)):  # the scheme's own Marlin prep, whatever the GPU
+        assert marlin_fp8.loaded_bytes(model, Deployment(1), v, H100) == CT_TP1 == -2_752_512
+        assert marlin_fp8.loaded_bytes(model, Deployment(8), v, H100) == CT_TP8 == -802_816
+        assert marlin_fp8.loaded_bytes(w8a8, Deployment(1), v, H100) == 0  # W8A8: CompressedTensorsW8A8Fp8, native
+    plans = [api.plan(m, gpu="h100-sxm", engine="vllm", engine_version="0.19.0", context=4096) for m in (model, w8a8)]
+    assert plans[1].weight_bytes_per_gpu - plans[0].weight_bytes_per_gpu == -CT_TP1  # same checkpoint bytes
+    said = [w for w in plans[0].warnings if "weight-only through Marlin" in w.message]
+    assert len(said) == 1 and said[0].values == (-CT_TP1,) and "on every GPU" in said[0].message
+    assert not [w for w in plans[1].warnings if "Marlin" in w.message]
+
+
+def test_compressed_tensors_w8a16_refused_where_fp8_marlin_declines_hopper():
+    # 0.20.0-0.24.0: init_wfp8_a16_linear_kernel's CUDA list is MarlinFP8ScaledMMLinearKernel alone, whose
+    # is_supported returns False at compute capability >= 89 without VLLM_TEST_FORCE_FP8_MARLIN (0.20.0 and 0.24.0
+    # kernels/linear/scaled_mm/marlin.py L46-55): choose_scaled_mm_linear_kernel raises, the load stops
+    model = _ct_w8a16()
+    for version in ("0.20.0", "0.24.0"):
+        with pytest.raises(KvplanError, match="VLLM_TEST_FORCE_FP8_MARLIN.*0.19.x or 0.25.0") as e:
+            api.plan(model, gpu="h100-sxm", engine="vllm", engine_version=version, context=4096)
+        assert e.value.exit_code == EXIT_USAGE and "\n" not in str(e.value)
+    a100 = api.plan(model, gpu="a100-sxm-80", engine="vllm", engine_version="0.24.0", context=4096)  # 8.0: Marlin
+    assert [w.values for w in a100.warnings if "weight-only through Marlin" in w.message] == [(-CT_TP1,)]
+    humming = api.plan(model, gpu="h100-sxm", engine="vllm", engine_version="0.25.0", context=4096)  # Humming first
+    assert any("tries Humming" in w.message and "on this GPU too" in w.message for w in humming.warnings)
+    assert marlin_fp8.loaded_bytes(model, Deployment(1), (0, 25, 0), H100) == 0
+
+
+def test_compressed_tensors_w8a16_block_on_hopper():
+    # a block strategy: 0.10.x's _is_fp8_w8a16 takes tensor and channel only, 0.11.0-0.14.0's W8A16 scheme raises
+    # "Unsupported weight strategy" (refused); from 0.19.0 fp8's block rule, the same bytes as Qwen3-8B's above on an
+    # A100. Llama-3.1-8B at tp 1 (every shard whole 128-blocks), Marlin's (K / 128, N) x 2 B less the fp32 blocks:
+    #   qkv N 6,144, K 4,096: 32 x 6,144 x 2 - 48 x 32 x 4 = 393,216 - 6,144 = 387,072
+    #   o N 4,096, K 4,096: 32 x 4,096 x 2 - 32 x 32 x 4 = 262,144 - 4,096 = 258,048
+    #   gate_up N 28,672, K 4,096: 32 x 28,672 x 2 - 224 x 32 x 4 = 1,835,008 - 28,672 = 1,806,336
+    #   down N 4,096, K 14,336: 112 x 4,096 x 2 - 32 x 112 x 4 = 917,504 - 14,336 = 903,168
+    # 3,354,624 B a layer, 107,347,968 B (102.4 MiB) a GPU over 32 layers
+    block = _ct_w8a16(128)
+    assert block.quantization.group_size == 128 and block.quantization.weight_only
+    assert marlin_fp8.loaded_bytes(block, Deployment(1), (0, 19, 0), H100) == 32 * 3_354_624 == 107_347_968
+    for version in ("0.10.0", "0.14.0"):
+        with pytest.raises(KvplanError, match="without quantized activations.*Unsupported weight strategy"):
+            api.plan(block, gpu="h100-sxm", engine="vllm", engine_version=version, context=4096)
+    unread = api.plan(block, gpu="h100-sxm", engine="vllm", engine_version="0.17.0", context=4096)
+    assert any("did not read (0.15.0-0.18.x)" in w.message for w in unread.warnings)
+
+
+def test_a_w8a16_checkpoint_keeps_its_reading_in_the_catalog():
+    from kvplan.sources.catalog import spec_from_dict, spec_to_dict
+    model = _ct_w8a16()
+    again = spec_from_dict(spec_to_dict(model), "test")
+    assert again.quantization.weight_only and again.quantization == model.quantization
+    old = spec_to_dict(_ct_channel())  # an entry without the flag (W8A8, or written before it): not weight-only
+    assert "weight_only" not in old["quantization"] and not spec_from_dict(old, "test").quantization.weight_only
+
+
+def test_w8a16_refusal_is_one_line_on_the_command_line(tmp_path, kvplan_home):
+    import json
+
+    from typer.testing import CliRunner
+
+    from conftest import LLAMA_31_8B, llm_compressor_w8a8
+    from kvplan.cli import app
+    q = llm_compressor_w8a8("float")
+    q["config_groups"]["group_0"]["input_activations"] = None
+    (tmp_path / "config.json").write_text(json.dumps(dict(LLAMA_31_8B, quantization_config=q)))
+    r = CliRunner().invoke(app, ["fit", str(tmp_path), "--gpu", "h100", "--engine", "vllm", "--engine-version",
+                                 "0.24.0", "--ctx", "4k"])
+    errors = [line for line in r.stderr.splitlines() if line.startswith("Error: ")]  # after the model's own lines
+    assert r.exit_code == EXIT_USAGE and len(errors) == 1 and "VLLM_TEST_FORCE_FP8_MARLIN=1" in errors[0]
+    assert "Traceback" not in r.output
+
+
+def test_compressed_tensors_w8a16_routed_experts_are_refused():
+    # CompressedTensorsMoEMethod has no FP8 weight-only method: a channel scheme reaches the WNA16 MoE method, which
+    # raises on a format other than pack-quantized (0.33.0 compressed_tensors_moe/compressed_tensors_moe.py L90-101),
+    # tensor and block ones raise "Unsupported FusedMoe scheme" (L200); the dense W8A16 above loads
+    moe = dataclasses.replace(require_in_catalog("qwen3-30b-a3b"), quantization=Quantization(
+        "fp8", 0, quant_method="compressed-tensors", weight_only=True))
+    for gpu, version in (("h100-sxm", "0.19.0"), ("a100-sxm-80", "0.24.0"), ("h100-sxm", "0.30.0")):
+        with pytest.raises(KvplanError, match="routed experts without quantized activations") as e:
+            api.plan(moe, gpu=gpu, engine="vllm", engine_version=version, context=4096)
+        assert e.value.exit_code == EXIT_USAGE and "\n" not in str(e.value)
+    w8a8 = dataclasses.replace(moe, quantization=Quantization("fp8", 0, quant_method="compressed-tensors"))
+    api.plan(w8a8, gpu="h100-sxm", engine="vllm", engine_version="0.19.0", context=4096)  # W8A8 experts: loads

@@ -324,8 +324,9 @@ def with_limits(engine: str | None, opts, running: int | None, chunk: int | None
 def model_limits(engine: str | None, version: str | None, layers, dp: int, per_worker: int | None,
                  settings: dict) -> tuple[int, int | None] | None:
     """(requests running at once, tokens per prefill step) of one data-parallel worker of `engine` at `version`
-    for a model whose pool kvplan's engine rules do not size but whose running limit the engine sets itself:
-    SGLang's DeepSeek-V4 (kvplan.engines.sglang.dsv4), its chunk per DP-attention worker the deployment's
+    for a model whose running limit the engine sets itself, whatever its pool holds: SGLang's DeepSeek-V4 (256 a
+    deployment from 0.5.15; its pools, sized for 0.5.15-0.5.18, in kvplan.engines.sglang.dsv4), the speed fit's limit
+    for every such release, its chunk per DP-attention worker the deployment's
     chunked_prefill_size // dp (0.5.15 `server_args.py` L4899-4902). `per_worker`: a stated limit already
     divided by dp; `settings`: the engine's settings for the deployment. None where the engine has no such rule."""
     if engine is None or canonical_engine(engine) != "sglang":

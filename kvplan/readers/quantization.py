@@ -269,8 +269,8 @@ def _method(cfg, q: dict, where: str, method: str, layers=()) -> Quantization:
                 block = weights.get("block_structure") if weights.get("strategy") == "block" else None
                 tile = _q_int({"block_structure": block[0]}, where, "block_structure", default=0) if (
                     isinstance(block, list) and len(block) == 2 and block[0] == block[1]) else 0
-                return Quantization("fp8" if weights.get("type") == "float" else "int8", tile,
-                                    input_quant=_input_quant(group, where))
+                acts, fp8 = _input_quant(group, where), weights.get("type") == "float"
+                return Quantization("fp8" if fp8 else "int8", tile, input_quant=acts, weight_only=fp8 and not acts)
             if bits:
                 raise KvplanError(f"{where}: {bits}-bit weights are not supported (4 or 8)", EXIT_USAGE)
     return Quantization(_dtype(cfg))

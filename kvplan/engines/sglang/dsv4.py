@@ -14,9 +14,20 @@ has them. Restated, not copied:
 * The pools themselves (kvplan.engines.sglang.dsv4_pool, read in the 0.5.15 and 0.5.16 wheels) and the engine table
   SGLang's start-up prints for them (`capacity` here). 0.5.23 reworked them (`pool_configurator.py`
   L1067-1700: the SWA pool sized from the running limit plus 4 x max_running_requests cached prefix tails
-  unless --swa-full-tokens-ratio is given, fp4 indexer keys on the ratio-4 layers, page padding priced); 0.5.17 to
+  unless --swa-full-tokens-ratio is given, fp4 indexer keys on the ratio-4 layers, page padding priced); 0.5.19 to
   0.5.22 were not read: those releases are refused with the reason (`release_problem`). The running limit above
   is what the speed fit reads for every release from 0.5.15 (`running_limit`).
+* 0.5.17 and 0.5.18 (wheels read, round 41) size them as 0.5.16 does: DSV4PoolConfigurator (0.5.17
+  `pool_configurator.py` L610-873, 0.5.18 L715-1004) differs only by an unused kv_cache_dtype_str (0.5.17 L619) and a
+  speculative ring assert (0.5.18 L774-778, L820-839); apply_deepseek_v4_defaults (256: 0.5.17 L141-142, 0.5.18
+  L138-139), _deepseek_v4_overrides (page 256, SWA share 0.1: 0.5.17 `overrides.py` L1081-1109, 0.5.18 L1137-1165),
+  _deepseek_v4_kv_cache_dtype (0.5.17 L1812, 0.5.18 L1900), get_compress_state_ring_size (L34 in both) and the
+  environment defaults (online compression off, fp32 states) are 0.5.16's; resolve_max_num_reqs (0.5.17
+  `mem_cache/kv_cache_configurator.py` L1719, 0.5.18 L1873) changed only for mamba state caps, and 0.5.18's
+  multimodal reservation in `_profile_available_bytes` is 0 for this text model. 0.5.18 also turns on FlashInfer's
+  all-reduce fusion for DeepSeek-V4 at tp > 1 without DP attention on SM90 / SM100 (`overrides.py` L1959-2004), whose
+  workspace the graph runners create in their warm-up (`model_executor/runner/base_runner.py` L229-239), after the
+  pools (`model_runner.py` L825-827): not in the budget, as for DeepSeek-V3.
 
 Not modelled: hisparse, online 1:128 compression (SGLANG_OPT_USE_ONLINE_COMPRESS), bf16 compressor states
 (SGLANG_DSV4_COMPRESS_STATE_DTYPE), speculative decoding's rings and draft layer, disaggregated decode's extra
@@ -41,7 +52,8 @@ from kvplan.planning.deploy import split_layers
 from kvplan.planning.plan import KV_ENGINE_AUTO, PlanWarning
 
 FROM = (0, 5, 15)  # the release read (earlier releases are not claimed)
-AFTER = (0, 5, 17)  # the first release whose pools are not restated (0.5.16 read; 0.5.23 reworked them)
+AFTER = (0, 5, 19)  # the first release whose pools are not restated (0.5.18 read; 0.5.23 reworked them)
+READ = "0.5.15-0.5.18"  # the releases whose pools are restated here, as messages name them
 DEFAULT_MAX_RUNNING = 256  # deepseek_v4_hook.py L49-50
 
 
@@ -68,18 +80,18 @@ def running_limit(version: str | None, layers, dp: int, per_worker: int | None) 
 def release_problem(version: str) -> str:
     """Why SGLang `version` cannot plan DeepSeek-V4's pools as kvplan reads them ('' when it can)."""
     why = _unread(version)
-    return f"SGLang {version}: {why}; choose {arg('engine_version')} 0.5.15 or 0.5.16" if why else ""
+    return f"SGLang {version}: {why}; choose {arg('engine_version')} 0.5.15 to 0.5.18" if why else ""
 
 
 def _unread(version: str) -> str:
-    """What kvplan has not read of SGLang `version`'s DeepSeek-V4 pools ('' for 0.5.15-0.5.16)."""
+    """What kvplan has not read of SGLang `version`'s DeepSeek-V4 pools ('' for 0.5.15-0.5.18)."""
     v = parse_version(version)
     if v < FROM:
         return "kvplan reads SGLang's DeepSeek-V4 pools from 0.5.15 (DSV4PoolConfigurator; earlier releases not read)"
     if v >= AFTER:
-        return ("kvplan restates SGLang's DeepSeek-V4 pools for 0.5.15-0.5.16 only; 0.5.23 reworked them (the SWA pool "
+        return (f"kvplan restates SGLang's DeepSeek-V4 pools for {READ} only; 0.5.23 reworked them (the SWA pool "
                 "sized from the running limit and cached prefix tails, fp4 indexer keys, page padding) and "
-                "0.5.17-0.5.22 were not read")
+                "0.5.19-0.5.22 were not read")
     return ""
 
 
@@ -88,17 +100,18 @@ def check_release(model, version: str, defaulted: bool = False) -> None:
     `defaulted`: no release was asked, `version` is kvplan's default, and the line says which release to pass."""
     why = release_problem(version) if has_compressed(model.layers) else ""
     if why and defaulted:
-        why = (f"DeepSeek-V4 under SGLang needs {arg('engine_version')} 0.5.16 (or 0.5.15): with none given kvplan "
-               f"plans SGLang {version}, whose DeepSeek-V4 pools it does not restate ({_unread(version)})")
+        why = (f"DeepSeek-V4 under SGLang needs {arg('engine_version')} 0.5.18 (or 0.5.15-0.5.17): with none given "
+               f"kvplan plans SGLang {version}, whose DeepSeek-V4 pools it does not restate ({_unread(version)})")
     if why:
-        raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version, allowed=("0.5.15", "0.5.16"))
+        raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version,
+                          allowed=("0.5.15", "0.5.16", "0.5.17", "0.5.18"))
 
 
-# The CUDA compute capabilities whose kernels 0.5.15-0.5.16's DeepSeek-V4 backend runs: FlashMLA's on every CUDA GPU but
-# SM120, which has its own (`layers/attention/deepseek_v4_backend.py` L114-119, L1419-1442), and FlashMLA is built for
-# Hopper and Blackwell (SM90, SM100: deepseek-ai/FlashMLA's README; vLLM's FlashMLA backends accept capability
-# major 9 or 10 only, `v1/attention/backends/mla/flashmla.py`). An SM89 fallback came later, unreleased in these wheels
-# (sgl-project/sglang#28620, 2026-07-06, "Add SM89 FP8 indexer fallback").
+# The CUDA compute capabilities whose kernels 0.5.15-0.5.18's DeepSeek-V4 backend runs: FlashMLA's on every CUDA GPU but
+# SM120, which has its own (`layers/attention/deepseek_v4_backend.py` 0.5.15 L114-119, L1419-1442; 0.5.17 and 0.5.18
+# L139, the same `_is_sm120` split), and FlashMLA is built for Hopper and Blackwell (SM90, SM100: deepseek-ai/FlashMLA's
+# README; vLLM's FlashMLA backends accept capability major 9 or 10 only, `v1/attention/backends/mla/flashmla.py`). An
+# SM89 path was proposed (sgl-project/sglang#28620, closed; #40566, 2026-09-21, open) and is in none of these wheels.
 CUDA_MAJORS = (9, 10, 12)
 
 
@@ -108,9 +121,9 @@ def check_gpu(model, gpu) -> None:
         return
     cap = capability_of(gpu)
     if cap is not None and cap[0] not in CUDA_MAJORS:
-        raise KvplanError(f"SGLang 0.5.15-0.5.16 run DeepSeek-V4's attention with FlashMLA (SM90/SM100) or their SM120 "
-                          f"kernels; {gpu.name} is compute capability {cap[0]}.{cap[1]} (sgl-project/sglang#28620 adds "
-                          "an SM89 fallback after these releases)", EXIT_USAGE, param="gpu", value=gpu.key)
+        raise KvplanError(f"SGLang {READ} run DeepSeek-V4's attention with FlashMLA (SM90/SM100) or their SM120 "
+                          f"kernels; {gpu.name} is compute capability {cap[0]}.{cap[1]} (an SM89 path, "
+                          "sgl-project/sglang#40566, is in none of them)", EXIT_USAGE, param="gpu", value=gpu.key)
 
 
 def stage_dims(model, pp: int) -> list:

@@ -1,7 +1,8 @@
 """SGLang's DeepSeek-V4 pools (kvplan.model.compressed.CompressedMLA), sized as `DSV4PoolConfigurator` sizes them.
 
 Read in the 0.5.15 wheel (sglang-0.5.15-cp311-cp311-manylinux_2_34_x86_64.whl) and the 0.5.16 wheel (the same
-arithmetic, `mr` renamed `kvc`, dp_size read as attn_dp_size); which releases are claimed: kvplan.engines.sglang.dsv4.
+arithmetic, `mr` renamed `kvc`, dp_size read as attn_dp_size), then 0.5.17 and 0.5.18 (the same again); which releases
+are claimed: kvplan.engines.sglang.dsv4.
 Restated, not copied (0.5.15 line numbers):
 
 * The budget is SGLang's usual "rest" (`model_runner_kv_cache_mixin.py` `_profile_available_bytes` L104-139:

@@ -12,7 +12,7 @@ Sources (PyPI wheels; docs/engines.md section 2):
   * hybrid SWA (0.5.x): swa_full_tokens_ratio 0.8; cell = full layers + 0.8 x SWA layers; full pool
     = budget // cell, SWA pool = 0.8 x full (0.5.23 `pool_configurator.py` L656-905).
   * hybrids' recurrent-state slots come out of "rest" first, by release: kvplan.engines.sglang.mamba.
-  * DeepSeek-V4's pools (page 256, SWA share 0.1, per full token, 0.5.15-0.5.16): kvplan.engines.sglang.dsv4.
+  * DeepSeek-V4's pools (page 256, SWA share 0.1, per full token, 0.5.15-0.5.18): kvplan.engines.sglang.dsv4.
 """
 
 from __future__ import annotations
@@ -164,11 +164,11 @@ def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, 
         lines[-1:] = [Figure("max_running_requests", running, "count"), Figure(f"requests of {context:,} tokens",
                                                                                 conc, "ratio")]
     req_line, above = sglang_req_pool.priced(st, full_tokens, context, states and states.requests)  # req_pool.py
-    lines += [req_line, *sglang_mm.rows(model, st)]
+    lines += [req_line, *sglang_mm.rows(model, st, above[1])]  # the cache's headroom after the request slots
     if st.prefill_graph:
         lines.append(Figure("prefill CUDA-graph reserve", int(st.prefill_graph[1] * MIB), "MiB"))
         notes.append(sglang_prefill_graph.note(st.version, *st.prefill_graph))
-    notes += sglang_mm.notes(model, st) + _backend_notes(page, st, model, kv_dtype) + _chunk_note(st)
+    notes += sglang_mm.notes(model, st, above[1]) + _backend_notes(page, st, model, kv_dtype) + _chunk_note(st)
     if any(layer.kind in LOCAL_KINDS for layer in model.layers) and sglang_swa.note(model, st.version):
         notes.append(sglang_swa.note(model, st.version))
     pooled = sglang_mamba.pooled(model, dep, states, st.state, full_tokens * full_cell + swa_tokens * swa_cell) \
@@ -204,7 +204,7 @@ class Sglang(Engine):
     # (from 0.5), recurrent states not pooled (a note), a layer without a cache nothing
     kinds = frozenset({Kind.FULL, Kind.MLA, Kind.SLIDING, Kind.CHUNKED, Kind.STATE, Kind.NONE})
     loaded_label = "Load weight end ... mem usage (weights as loaded)"  # model_runner's line
-    # Falcon-H1: attention in the token pool, its mixer's state slots; DeepSeek-V4: its pools (0.5.15-0.5.16, dsv4.py)
+    # Falcon-H1: attention in the token pool, its mixer's state slots; DeepSeek-V4: its pools (0.5.15-0.5.18, dsv4.py)
     reads_layers = frozenset({IndexedMLA, ParallelHybrid, CompressedMLA})  # DSA's pool: kvplan.engines.sglang.dsa
     supports_dp = True  # DP attention: each rank its own token pool and requests
     # --dp N under one server: one TokenizerManager in the server process, the DP controller and schedulers as
@@ -307,10 +307,11 @@ class Sglang(Engine):
     def request(self, req, st: Settings, model, dep):
         # rest = free_before x fraction - weights, with free_before = total - init: as the planner's
         # "usable x utilisation - weights - overhead" with overhead = init x fraction; on a unified-memory GPU also
-        # fraction x the OS's share and a cold load's page cache (kvplan.engines.sglang.uma), beside the overhead,
-        # estimated or given: --overhead prices what init and activations hold, not the OS or the page cache
+        # fraction x the OS's share and a cold load's page cache (kvplan.engines.sglang.uma), and from 0.5.18 a
+        # multimodal model's embedding cache (sglang_mm.reserved), beside the overhead, estimated or given:
+        # --overhead prices what init and activations hold, not the OS, the page cache or that reservation
         over = (req.overhead_bytes if req.overhead_bytes is not None else
-                int(st.init_bytes * st.mem_fraction_static)) + st.uma_bytes
+                int(st.init_bytes * st.mem_fraction_static)) + st.uma_bytes + sglang_mm.reserved(st)
         sglang_cache_dtype.check_flag(req.kv_dtype, model, st.version, self.auto_kv_dtype(model))  # int8, ...
         if has_compressed(model.layers):  # its page and cache dtype (kvplan.engines.sglang.dsv4)
             sglang_dsv4.check_settings(st.page_size, cache_dtypes(req, model)[0])

@@ -29,8 +29,25 @@ embedding cache that lives in the headroom above it.
   `SGLANG_VLM_CACHE_SIZE_MB = EnvInt(100)`): GPU tensors filled at run time, outside the static pool, so it
   takes nothing from the KV budget but must fit the headroom SGLang leaves above the fraction, the free memory
   before the weights x (1 - mem_fraction_static) (kvplan.engines.sglang.req_pool.room), with the encoder's
-  activations. `--engine-opt vlm_cache_size_mb=N` states the environment variable's value; kvplan
-  prints it and warns when it exceeds the headroom.
+  activations. That headroom is shared, and in SGLang's order: the request-slot pool (req_to_token) is allocated
+  out of it at start-up, right after the token pool is sized (kvplan.engines.sglang.req_pool), while the cache
+  allocates nothing until image embeddings arrive (a dict of the embeddings as computed: 0.4.9
+  `mem_cache/multimodal_cache.py` L6-25 `put`; 0.5.23 L76-130, "this cache does not really pre-alloc"), wherever
+  it is created (0.4.9 `managers/scheduler.py` L2715-2718 before the Scheduler; 0.5.3 L838-839 and 0.5.11
+  L966-967 at the end of its cache set-up, after the model runner's pools; 0.5.15 and 0.5.23
+  `mem_cache/kv_cache_builder.py` L249 and L480 after them). So what the cache can fill is the headroom less the
+  request-slot pool (`left`); CUDA graphs and the encoder's activations share that rest too, not counted in it.
+  `--engine-opt vlm_cache_size_mb=N` states the environment variable's value; kvplan prints it and warns when it
+  exceeds what the request slots leave (a run-time failure once images fill it, not a start-up one: the plan still
+  fits).
+  From 0.5.18 SGLang reserves it out of the KV budget instead: `_profile_available_bytes` takes
+  `mm_runtime_reservation_gb` off `rest` before the pool is sized ("Multimodal GPU memory allocated only after the KV
+  pool is sized ...; reserve it out of the KV budget so it doesn't have to fit in the runtime slack": 0.5.18
+  `mem_cache/kv_cache_configurator.py` L130-147 and L1785-1789, 0.5.23 L202-219 and L3034-3038; 0.5.17 L1625-1635
+  has no such term; 0.5.19-0.5.22 not read, taken as 0.5.18 and 0.5.23 have it): SGLANG_VLM_CACHE_SIZE_MB MiB for a
+  multimodal model, plus SGLANG_MM_FEATURE_CACHE_MB (1,024) where --mm-feature-transport is cuda_ipc or cuda_vmm,
+  which a one-node server leaves at cpu (0.5.18 `server_args.py` L7861-7930; kvplan plans none, not counted).
+  kvplan takes it off the budget there (`reserved`, beside the overhead as the OS's share is) and checks no headroom.
 * Multimodal off by default (`ModelConfig.__init__`, `configs/model_config.py`: 0.4.6 L76-86, 0.5.1 L113-122,
   0.5.16 L309-323, 0.5.23 L690-717): where --enable-multimodal is not given and the config's first architecture is on
   `mm_disabled_models`, SGLang sets enable_multimodal False, logs "Multimodal is disabled for {model_type}. To enable
@@ -58,6 +75,7 @@ from kvplan.readers.towers.vision import COUNTED, TOWER_NOTICE
 BASE_LAYERS, BASE_HIDDEN = 24, 1024  # ViT-L/14, SGLang's baseline and its getattr defaults
 DEFAULT_CACHE_MB = 100  # SGLANG_VLM_CACHE_SIZE_MB
 MB = 2**20  # SGLang's "MB" here: * 1024 * 1024
+RESERVED_FROM = (0, 5, 18)  # mm_runtime_reservation_gb: the cache reserved out of the KV budget
 # `mm_disabled_models` by (release, post) it is in from, newest first (module docstring)
 _G3, _L4, _STEP3 = "Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration", "Step3VLForConditionalGeneration"
 MM_OFF = ((((0, 5, 16), 0), frozenset((_G3, _L4, _STEP3, "InklingForConditionalGeneration"))),
@@ -160,20 +178,34 @@ def vlm_factor(model, version: str, enable: bool = False) -> float:
     return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
 
 
-def rows(model, st) -> list:
+def reserved(st) -> int:
+    """Bytes SGLang takes off the KV budget for the embedding cache before sizing the pool: its cache size for a
+    multimodal model from 0.5.18 (module docstring); 0 before, where the cache fills the headroom instead (`left`)."""
+    return st.vlm_cache_mb * MB if st.multimodal and parse_version(st.version) >= RESERVED_FROM else 0
+
+
+def left(st, slots: int) -> int:
+    """What the request-slot pool (`slots` bytes, allocated at start-up) leaves of the headroom above the fraction
+    for the run-time embedding cache (module docstring); 0 where the pool overruns it (the plan then does not fit)."""
+    return max(0, room(st) - slots)
+
+
+def rows(model, st, slots: int = 0) -> list:
     """The engine table's multimodal rows (none for a text model, nor where SGLang switches multimodal off: a note);
     the headroom is the memory SGLang leaves above the fraction, free before the weights x (1 - fraction)
     (kvplan.engines.sglang.req_pool.room, from `profile_max_num_token`'s `rest = free_after_weights -
     free_before_weights x (1 - mem_fraction_static)`, 0.4.3.post4 `model_executor/model_runner.py` L608-633, 0.5.23
     `mem_cache/kv_cache_configurator.py` L2990-3060): not the GPU's usable memory, which counts the CUDA context
-    SGLang's free memory has already lost."""
+    SGLang's free memory has already lost; and what the request-slot pool (`slots` bytes) leaves of it (`left`)."""
     if not is_vlm(model) or not st.multimodal:
         return []
     out = [Figure("vision_config L x H (SGLang)", vision_dims(model), "a x b")]
     if st.vlm_factor != 1.0:
         out.append(Figure("VLM factor on the fraction", round(st.vlm_factor, 4), "number"))
-    out.append(Figure("mm embedding cache (runtime)", st.vlm_cache_mb * MB, "bytes"))
+    where = "reserved from the budget" if reserved(st) else "runtime"
+    out.append(Figure(f"mm embedding cache ({where})", st.vlm_cache_mb * MB, "bytes"))
     out.append(Figure("headroom above the fraction", room(st), "bytes"))
+    out.append(Figure("headroom after request slots", left(st, slots), "bytes"))
     return out
 
 
@@ -188,13 +220,18 @@ def _off_note(model, st) -> str | None:
             f"VLM factor on the fraction{tower}; engine option enable_multimodal=true plans it with images")
 
 
-def notes(model, st) -> list[str]:
-    """A warning when the embedding cache alone does not fit the headroom SGLang leaves above its pool; where SGLang
-    switches multimodal off by default, that it serves the model text-only."""
+def notes(model, st, slots: int = 0) -> list[str]:
+    """A warning when the embedding cache alone does not fit what the request-slot pool (`slots` bytes) leaves of
+    the headroom above the fraction (`left`); where SGLang switches multimodal off by default, that it serves the
+    model text-only."""
     off = _off_note(model, st)
     if off:
         return [off]
-    if is_vlm(model) and st.vlm_cache_mb * MB > room(st):  # the headroom of rows()
+    if reserved(st):
+        return [f"SGLang {st.version} reserves its multimodal embedding cache (SGLANG_VLM_CACHE_SIZE_MB="
+                f"{st.vlm_cache_mb}) out of the KV budget before sizing the pool (mm_runtime_reservation_gb): counted "
+                "beside the overhead"]
+    if is_vlm(model) and st.vlm_cache_mb * MB > left(st, slots):  # the headroom of rows()
         return [f"SGLANG_VLM_CACHE_SIZE_MB={st.vlm_cache_mb} exceeds the memory SGLang leaves above "
-                "mem_fraction_static: image requests can run out of memory at run time"]
+                "mem_fraction_static after its request-slot pool: image requests can run out of memory at run time"]
     return []

@@ -54,6 +54,28 @@ the same (1, N) row, 2 B an output for the checkpoint's 4; a `block` one is fp8'
 0.25.0 HummingFP8ScaledMMLinearKernel comes first in that list (0.25.0 L376-380, 0.33.0 L522-526) and the wheels
 require humming-kernels, so Humming takes the linears (its layout not read: the checkpoint's bytes, said). The
 routed experts (CompressedTensorsW8A8Fp8MoEMethod's Marlin prep) were not read: said, not counted.
+
+compressed-tensors FP8 without activation quantization (a scheme with `input_activations: null`, W8A16;
+Quantization.weight_only) takes CompressedTensorsW8A16Fp8 on every GPU, Hopper included: _is_fp8_w8a8 needs
+input_activations (0.10.0 `compressed_tensors.py` L302-306, 0.33.0 L582-587) and `_is_fp8_w8a16` checks no capability
+(0.10.0 L427-432, 0.19.1 L649-653, 0.33.0 L915-920). What that scheme then runs, by release:
+  * 0.10.0-0.19.x: prepare_fp8_layer_for_marlin called by the scheme itself, whatever the GPU (0.10.0
+    `schemes/compressed_tensors_w8a16_fp8.py` L59, 0.17.0 and 0.19.1 L133): Marlin's bytes above on 8.9+ too;
+    a block strategy as above (refused through 0.14.x: 0.10.x's `_is_fp8_w8a16` takes tensor and channel only and
+    no scheme matches, 0.11.0's W8A16 raises "Unsupported weight strategy"; 0.15-0.18 said);
+  * 0.20.0-0.24.x: init_wfp8_a16_linear_kernel, whose CUDA list is MarlinFP8ScaledMMLinearKernel alone, and its
+    is_supported declines compute capability 8.9 and above unless VLLM_TEST_FORCE_FP8_MARLIN=1 (0.20.0, 0.21.0,
+    0.23.0 and 0.24.0 `kernels/linear/scaled_mm/marlin.py` L46-55): choose_scaled_mm_linear_kernel raises "Failed
+    to find a kernel that can implement the ScaledMM linear layer" (0.20.0 `kernels/linear/__init__.py` L306-362),
+    so the load stops: refused (`check`), naming the releases that load it;
+  * 0.25.0 on: Humming first (above; its is_supported asks 7.5, 0.33.0 `scaled_mm/humming.py` L31-43): said.
+Routed experts under such a scheme do not load in any release read: CompressedTensorsMoEMethod.get_moe_method sends
+a channel strategy to the WNA16 MoE method (`_is_wNa16_group_channel` reads no type), which from 0.17.0 asks the
+pack-quantized format and raises on FP8's float-quantized one (`compressed_tensors_moe.py` 0.17.0 L155-170, 0.20.0
+`compressed_tensors_moe/compressed_tensors_moe.py` L78-92, 0.33.0 L90-101), and in 0.10.1 builds packed integer
+tensors (`weight_packed`, L76-93) that an FP8 checkpoint's `weight` tensors do not fill (that load not traced
+further: refused as not understood); a tensor or block strategy matches no MoE method ("Unsupported FusedMoe scheme":
+0.10.1 L105-106, 0.17.0 L230, 0.33.0 L200). Refused (`check`).
 """
 
 from __future__ import annotations
@@ -76,6 +98,15 @@ BLOCKS = (0, 128)  # per-tensor, or the 128 x 128 blocks of every block-FP8 chec
 CT_BLOCK_FROM = (0, 19, 0)  # compressed-tensors' W8A16Fp8 takes the block strategy (0.10.0-0.14.0: not)
 CT_BLOCK_UNREAD = (0, 15, 0)  # the first release after those that raise on it (0.15-0.18 not read)
 CT_HUMMING_FROM = (0, 25, 0)  # Humming ahead of Marlin in the W8A16 FP8 kernel list
+CT_KERNEL_LIST = (0, 20, 0)  # the W8A16 kernel list, FP8 Marlin alone declining 8.9+ until Humming (0.25.0)
+ON_NATIVE = ("0.19.x", ">= 0.25.0")  # the releases that load a W8A16 FP8 checkpoint on 8.9+ (check)
+
+
+def _w8a16(q, cap) -> bool:
+    """Whether vLLM runs compressed-tensors FP8 through CompressedTensorsW8A16Fp8 on a GPU of capability `cap`: below
+    8.9, or on any GPU where the scheme quantizes no activations (module docstring)."""
+    return (q.quant_method == "compressed-tensors" and q.method == "fp8" and cap is not None
+            and (cap < NATIVE_FP8_CC or q.weight_only))
 
 
 def applies(model, gpu, v: tuple) -> bool:
@@ -87,20 +118,39 @@ def applies(model, gpu, v: tuple) -> bool:
         return (q.quant_method in NVFP4_METHODS and cap < NATIVE_FP4_CC and v >= dense.PADS_FROM
                 and not (v >= dense.HUMMING_FROM and cap == dense.HUMMING_CC))
     if q.method == "fp8" and q.quant_method == "compressed-tensors":  # W8A16Fp8 (module docstring)
-        return cap < NATIVE_FP8_CC and READ_FROM <= v < CT_HUMMING_FROM and (not q.group_size or v >= CT_BLOCK_FROM)
+        return (_w8a16(q, cap) and READ_FROM <= v < CT_HUMMING_FROM and (not q.group_size or v >= CT_BLOCK_FROM)
+                and not (cap >= NATIVE_FP8_CC and v >= CT_KERNEL_LIST))
     return v >= READ_FROM and q.method == "fp8" and q.quant_method == "fp8" and cap < NATIVE_FP8_CC
 
 
 def check(model, gpu, version: str) -> None:
-    """A one-line refusal of a block-FP8 compressed-tensors checkpoint below compute capability 8.9 in a release whose
-    W8A16 FP8 scheme raises on the block strategy (module docstring: 0.10.0-0.14.0)."""
+    """A one-line refusal of compressed-tensors FP8 on CompressedTensorsW8A16Fp8 where vLLM cannot load it (module
+    docstring): routed experts without input_activations, a block strategy in 0.10.0-0.14.x, and a scheme without
+    input_activations on 8.9+ in 0.20.0-0.24.x."""
     q, cap, v = model.quantization, nvidia_capability(gpu), parse_version(version)
-    if (q.quant_method == "compressed-tensors" and q.method == "fp8" and q.group_size and cap is not None
-            and cap < NATIVE_FP8_CC and READ_FROM <= v < CT_BLOCK_UNREAD):
-        raise KvplanError(f"vLLM {version} cannot load this block-FP8 compressed-tensors checkpoint below compute "
-                          "capability 8.9: its W8A16 FP8 scheme takes tensor and channel scales only (\"Unsupported "
-                          f"weight strategy\", compressed_tensors_w8a16_fp8.py); {arg('engine_version')} 0.19.0 or "
-                          "later loads it", EXIT_USAGE, param="engine_version", value=version, allowed=(">= 0.19.0",))
+    if q.weight_only and q.quant_method == "compressed-tensors" and model.params.num_experts \
+            and q.kept_of("experts") < model.params.experts and v >= READ_FROM:
+        raise KvplanError(f"vLLM {version} cannot load this compressed-tensors FP8 checkpoint's routed experts without "
+                          "quantized activations (W8A16): no MoE method takes them (a channel strategy reaches the "
+                          "WNA16 MoE method, which asks the pack-quantized format; tensor and block ones find none, "
+                          "\"Unsupported FusedMoe scheme\"; compressed_tensors_moe.py)", EXIT_USAGE)
+    if not _w8a16(q, cap) or not READ_FROM <= v < CT_HUMMING_FROM:
+        return
+    native = cap >= NATIVE_FP8_CC
+    if native and v >= CT_KERNEL_LIST:
+        raise KvplanError(f"vLLM {version} cannot load this compressed-tensors FP8 checkpoint without quantized "
+                          "activations (W8A16) on compute capability 8.9 or above: its W8A16 kernel list holds FP8 "
+                          "Marlin alone, which declines such a GPU unless VLLM_TEST_FORCE_FP8_MARLIN=1 (\"Failed to "
+                          f"find a kernel\", scaled_mm/marlin.py); {arg('engine_version')} 0.19.x or 0.25.0 and later "
+                          "load it", EXIT_USAGE, param="engine_version", value=version, allowed=ON_NATIVE)
+    if q.group_size and v < CT_BLOCK_UNREAD:
+        where = "without quantized activations (W8A16)" if native else "below compute capability 8.9"
+        raise KvplanError(f"vLLM {version} cannot load this block-FP8 compressed-tensors checkpoint {where}: its W8A16 "
+                          "FP8 scheme takes tensor and channel scales only (\"Unsupported weight strategy\", "
+                          "compressed_tensors_w8a16_fp8.py; 0.10.x without input_activations matches no scheme); "
+                          f"{arg('engine_version')} {'0.19.x or 0.25.0' if native else '0.19.0'} or later loads it",
+                          EXIT_USAGE, param="engine_version", value=version,
+                          allowed=ON_NATIVE if native else (">= 0.19.0",))
 
 
 def linear_bytes(n: int, k: int, block: int, v: tuple, fp4: bool = False, channel: bool = False) -> int:
@@ -141,9 +191,10 @@ def _experts(model, dep) -> int | None:
     return None if got is None else got[1] * expert_bytes(model.hidden_size, got[0], model.quantization.group_size)
 
 
-def priced(model, dep, v: tuple, gpu):
+def priced(model, dep, v: tuple, gpu, padded: bool = False):
     """(bytes a rank of the largest stage gains, roles left out), or None where FP8 Marlin does not take the dense
-    linears or their shapes are not read (a block kvplan does not know, heads that do not divide)."""
+    linears or their shapes are not read (a block kvplan does not know, heads that do not divide); `padded`: with
+    0.24.0's tile padding whatever `v` (what an older release would gain with it, for the note)."""
     q = model.quantization
     if not applies(model, gpu, v) or (q.method == "fp8" and q.group_size not in BLOCKS):
         return None
@@ -157,8 +208,9 @@ def priced(model, dep, v: tuple, gpu):
     fp4, block, channel = q.method == "nvfp4", 0 if q.method == "nvfp4" else q.group_size, bool(q.channel_scales)
     # a layer's bytes: its attention projections (where exact), its dense or shared MLP, and on the MoE layers by
     # ffn_kinds' layout (DeepSeek's dense first) its routed experts' scales
-    per_layer = [sum(linear_bytes(x.n, x.k, block, v, fp4, channel) for x in layer) + (experts or 0) * (kind == "moe")
-                 for layer, kind in zip(layers, kinds)]
+    rule = dense.PADS_FROM if padded else v
+    per_layer = [sum(linear_bytes(x.n, x.k, block, rule, fp4, channel) for x in layer)
+                 + (experts or 0) * (kind == "moe") for layer, kind in zip(layers, kinds)]
     return largest_stage(per_layer, dep.pp), skipped
 
 
@@ -175,8 +227,10 @@ def _head(model, st) -> str:
         return (f"vLLM {st.version} runs this NVFP4 checkpoint's linears weight-only through Marlin below compute "
                 "capability 10.0 (prepare_fp4_layer_for_marlin: shards zero-padded by marlin_padded_nk, 9 / 16 B an "
                 "entry)")
-    head = (f"vLLM {st.version} runs this FP8 checkpoint weight-only through Marlin on a GPU below compute capability "
-            "8.9 (prepare_fp8_layer_for_marlin: 16-bit scales per output channel")
+    where = ("on a GPU below compute capability 8.9" if nvidia_capability(st.gpu) < NATIVE_FP8_CC else
+             "on every GPU, its compressed-tensors scheme quantizing no activations (CompressedTensorsW8A16Fp8)")
+    head = (f"vLLM {st.version} runs this FP8 checkpoint weight-only through Marlin {where} "
+            "(prepare_fp8_layer_for_marlin: 16-bit scales per output channel")
     head += ", block scales repeated over each block's columns" if q.group_size else ""
     head += ", its fp32 ones freed" if q.channel_scales else ""
     return head + (", shards zero-padded by marlin_padded_nk)" if st.v >= dense.PADS_FROM else ")")
@@ -195,7 +249,7 @@ def note(model, dep, st) -> tuple:
     if "routed experts'" in skipped:  # NVFP4's experts too: _expert_shard prices FP8's only
         left.append("the routed experts (their Marlin repacking: width not read or not whole tiles, or NVFP4's "
                     "or compressed-tensors' MoE prep, not read)")
-    unpadded = st.v < dense.PADS_FROM and priced(model, dep, dense.PADS_FROM, st.gpu)[0] != b
+    unpadded = st.v < dense.PADS_FROM and priced(model, dep, st.v, st.gpu, padded=True)[0] != b
     tail = f"; not counted: {' and '.join(left)}" if left else ""
     tail += ("; a shard fits neither Marlin tile, which this release neither checks nor pads (what then runs was not "
              "read): priced unpadded") if unpadded else ""
@@ -219,13 +273,15 @@ def _humming_note(model, st) -> tuple:
 
 
 def _ct_note(model, st, cap) -> tuple:
-    """compressed-tensors FP8 below 8.9 in a release whose W8A16 path kvplan does not price (module docstring)."""
-    if cap is None or not dense.MARLIN_CC <= cap < NATIVE_FP8_CC or st.v < READ_FROM:
+    """compressed-tensors FP8 on W8A16 (below 8.9, or without input_activations) in a release whose W8A16 path kvplan
+    does not price (module docstring)."""
+    if not _w8a16(model.quantization, cap) or cap < dense.MARLIN_CC or st.v < READ_FROM:
         return ()
     if st.v >= CT_HUMMING_FROM:
         why = ("tries Humming ahead of Marlin for compressed-tensors' W8A16 FP8 linears (from 0.25.0; its layout "
                "kvplan did not read)")
     else:
         why = "runs block-FP8 compressed-tensors linears by a W8A16 path kvplan did not read (0.15.0-0.18.x)"
-    return (PlanWarning.literal(f"vLLM {st.version} {why} below compute capability 8.9: the checkpoint's bytes "
-                                "counted"),)
+    where = "below compute capability 8.9" if cap < NATIVE_FP8_CC else "on this GPU too, its scheme quantizing no " \
+        "activations"
+    return (PlanWarning.literal(f"vLLM {st.version} {why} {where}: the checkpoint's bytes counted"),)

@@ -39,6 +39,7 @@ from kvplan.engines.capacity_policy import preempts_on_growth
 from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_mixed, lockstep_workers,
                                       mixed_chunk, model_limits, poll_wait_steps, prefill_first_release,
                                       resident_context, runs_waves, whole_prompt_budget, worker_chunk)
+from kvplan.engines.trtllm.bench import BUILD_FRACTION as TRTLLM_BUILD_FRACTION
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.engines.vllm.defaults import ENGINE_CONTEXT, LLM_CLASS
 from kvplan.engines.vllm.v0_chunked import server_sized
@@ -92,6 +93,10 @@ USAGE_TOOLS = {"vllm": {**dict.fromkeys(("vllm bench throughput", "vllm bench la
                                          "vllm.LLM"), LLM_CLASS), "vllm.AsyncLLMEngine": ENGINE_CONTEXT}}
 # the KV fraction it was told
 HARNESS_FRACTION = ("kv_cache_free_gpu_mem_fraction", "free_gpu_memory_fraction", "kv_cache_free_gpu_memory_fraction")
+# coefficient sets whose trtllm-bench runs load a TensorRT engine that `trtllm-bench build` tuned at its own fraction
+# (kvplan.engines.trtllm.bench.BUILD_FRACTION), not the run's: releases before 1.0, whose trtllm-bench runs engines
+# (its PyTorch path was opt-in; the perf overview pages build with `trtllm-bench build`), and 1.x's TensorRT backend
+ENGINE_BUILT = ("trtllm<1.0", "trtllm-engine")
 
 
 class Running(NamedTuple):
@@ -312,6 +317,8 @@ def harness_limits(case, spec, gpu, tp: int | None = None) -> tuple[int, int] | 
     if entry is None or case.max_seqs or flags.get(entry[0]) is not None:
         return None
     fraction = next((float(flags[k]) for k in HARNESS_FRACTION if flags.get(k) is not None), None)
+    if case.era in ENGINE_BUILT:
+        fraction = TRTLLM_BUILD_FRACTION
     kw = {"fraction": fraction} if fraction else {}
     got = entry[1](spec, gpu.memory_smi_bytes or gpu.memory_usable_bytes, tp=tp or case.tp, pp=case.pp,
                    isl=case.load.isl, osl=case.load.osl, weight_dtype=weight_dtype_of(case.weight_dtype),

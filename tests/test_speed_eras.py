@@ -111,6 +111,36 @@ def test_the_corpus_reads_what_ran():
 
 def test_release_numbers():
     assert release("v0.5.14.post1") == (0, 5, 14) and release("1.0") == (1, 0) and release("nightly-dev") is None
+    assert release("b5062") is None and release(None) is None  # llama.cpp's build names are not releases
+
+
+@pytest.mark.parametrize("version,read", [
+    # PEP 440 puts X.Y.Z.devN and X.Y.ZrcN.devM below X.Y.Z; setuptools-scm's guess-next-dev names a build after the
+    # release it leads to, so the speed layer reads it as the release before, as kvplan.engines.versions does
+    # (kvplan.core.releases): the corpus's AccelMark RTX 5090 build, dstack's ROCm builds, the MI100 build
+    ("0.19.1rc1.dev339+gedc364896", (0, 19, 0)),
+    ("0.7.3.dev138+g21f6ca217", (0, 7, 2)),
+    ("0.6.3.dev116+g151ef4ef", (0, 6, 2)),
+    ("0.11.1rc2.dev323", (0, 11, 0)),
+    ("0.15.0rc2.dev46", (0, 14, 999)),  # below 0.15.0, above every 0.14.z
+    # a ".postN.devM" build follows X.Y.Z; a release candidate keeps its release (TensorRT-LLM cuts 1.0's rcs from
+    # the 1.0 line: ERAS' comment), as does a local build
+    ("0.6.3.post2.dev308+gb489fc3c", (0, 6, 3)),
+    ("1.0.0rc3", (1, 0, 0)),
+    ("0.4.3+rocm614", (0, 4, 3)),
+])
+def test_a_development_build_is_read_as_the_engines_read_it(version, read):
+    from kvplan.engines.versions import parse_version
+
+    assert release(version) == parse_version(version) == read
+
+
+def test_a_development_build_of_an_era_boundary_reads_the_older_era():
+    # 0.5.14.dev5 is a commit on the way to 0.5.14 (PEP 440: below it), so it reads SGLang's older set; 0.5.14rc1 is
+    # read as its release (a release candidate keeps its number)
+    assert era_of("sglang", "0.5.14.dev5+g1234") == "sglang<0.5.14"
+    assert era_of("sglang", "0.5.14") == era_of("sglang", "0.5.14rc1") == "sglang"
+    assert era_of("trtllm", "1.0.0.dev2") == "trtllm<1.0"
 
 
 def test_which_sets_are_fitted_together():

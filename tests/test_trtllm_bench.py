@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from conftest import read_point
-from kvplan.bench.running import running
+from kvplan.bench.running import harness_limits, running
 from kvplan.engines.trtllm.bench import BenchSettings, bench_settings, finetune
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
@@ -98,6 +98,28 @@ def test_the_stated_fraction_is_the_tools():
     assert r.cap <= 160
     assert bench_settings(LLAMA, H100.memory_smi_bytes, tp=1, pp=1, isl=1000, osl=1000, weight_dtype="fp8",
                           kv_dtype=None, fraction=0.5).max_batch_size == 160
+
+
+def test_a_tensorrt_engine_runs_at_the_limits_its_build_tuned_at_0_95():
+    # Before 1.0 (0.20.0, the oldest release kvplan's TensorRT-LLM rules size; older points take the plain estimate)
+    # trtllm-bench runs an engine that `trtllm-bench build --dataset` tuned: get_benchmark_engine_settings
+    # is called with no fraction, so calc_engine_setting's default 0.95 (kvplan.engines.trtllm.bench.BUILD_FRACTION),
+    # whatever `throughput --kv_cache_free_gpu_mem_fraction` later says. Llama 3.1 8B FP8, FP8 KV, H100, 128/2048:
+    # a token 2 x 32 x 8 x 128 x 1 B = 65,536 B = 6.1035e-5 GiB, a request x 2176 = 0.13281 GiB; room 72.1688 GiB.
+    # At 0.95: 68.5604 / 0.13281 = 516.2 requests (< 1024: up to 128s) -> 640; at 0.90: 64.9519 / 0.13281 = 489.1
+    # -> 512 (the 1.0 PyTorch flow, which tunes at the run's fraction, default 0.90). Tokens 516.2 x (1 + 128/2048) =
+    # 548 -> 2048 either way.
+    def case(version, flags=None):
+        p = {"engine": "trtllm", "version": version, "gpu": "h100-sxm", "isl": 128, "osl": 2048, "num_prompts": 3000,
+             "request_rate": "inf", "kvplan_model": "llama-3.1-8b-instruct", "gpus": 1, "tp": 1, "weight_dtype": "fp8",
+             "kv_dtype": "fp8", "harness": "trtllm-bench", "flags": dict(flags or {}),
+             "metrics": {"output_throughput": 19000}}
+        return read_point(p)
+
+    assert harness_limits(case("0.20.0"), LLAMA, H100) == (640, 2048)
+    assert harness_limits(case("0.20.0", {"kv_cache_free_gpu_mem_fraction": 0.9}), LLAMA, H100) == (640, 2048)
+    assert harness_limits(case("1.0"), LLAMA, H100) == (512, 2048)
+    assert harness_limits(case("1.0", {"kv_cache_free_gpu_mem_fraction": 0.95}), LLAMA, H100) == (640, 2048)
 
 
 QWEN_MOE = find_in_catalog("qwen3-30b-a3b")  # 48 layers, 4 KV heads of 128, 128 experts

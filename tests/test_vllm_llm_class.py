@@ -5,8 +5,8 @@ kvplan.bench.running.llm_class_opts)."""
 from __future__ import annotations
 
 from conftest import read_point
-from kvplan.bench.running import running
-from kvplan.engines.vllm.defaults import batch_defaults, llm_class_defaults
+from kvplan.bench.running import USAGE_TOOLS, running
+from kvplan.engines.vllm.defaults import batch_defaults, engine_context_defaults, llm_class_defaults
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 
@@ -47,7 +47,7 @@ def _case(harness, version="0.10.0", gpu="h100-sxm", flags=None):
 def test_an_llm_class_harness_is_priced_at_the_llm_class_chunk():
     # Red Hat's MLPerf v5.1 Offline SUT builds vllm.LLM(...) on vLLM 0.10.0 (mlperf-inference-v5.1.yaml): on an H100
     # its step takes 16,384 tokens (arg_utils v0.10.0 L1587), not the server's 8,192; on an L40S (48 GB) 8,192
-    # (L1597), not 2,048. An in-process run whose tool is not named (AccelMark's AsyncLLMEngine) keeps the server's.
+    # (L1597), not 2,048. An in-process run whose tool is not named keeps the server's.
     h100, l40s = find_gpu("h100-sxm"), find_gpu("l40s")
     assert running(_case("vllm.LLM"), LLAMA, h100).chunk == 16384
     assert running(_case("vllm bench throughput", gpu="l40s"), LLAMA, l40s).chunk == 8192
@@ -56,3 +56,42 @@ def test_an_llm_class_harness_is_priced_at_the_llm_class_chunk():
     assert running(_case("vllm.LLM", flags={"max_num_batched_tokens": 4096}), LLAMA, h100).chunk == 4096
     v0 = running(_case("vllm.LLM", version="0.7.3"), LLAMA, h100)
     assert v0 is None or v0.chunk == running(_case(None, version="0.7.3"), LLAMA, h100).chunk
+
+
+def test_an_async_engine_harness_takes_the_engine_contexts_scheduler_defaults():
+    # AsyncLLMEngine.from_engine_args defaults to UsageContext.ENGINE_CONTEXT (v1/engine/async_llm.py v0.10.0 L180,
+    # v0.19.1 L244, v0.20.1 L236), which neither usage-context table holds: `.get(usage_context,
+    # SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS)` = 2048 and DEFAULT_MAX_NUM_SEQS = 128 (config/scheduler.py
+    # v0.20.1 L42-44), on any GPU; v0.10.0's SchedulerConfig.__post_init__ sets the same 128 / 2048 with chunked
+    # prefill (config.py L2388-2402)
+    h100, rtx = find_gpu("h100-sxm"), find_gpu("rtx-4090")
+    for v in ((0, 10, 0), (0, 19, 1), (0, 20, 1), (0, 33, 0)):
+        assert engine_context_defaults(v, h100) == engine_context_defaults(v, rtx) == (2048, 128)
+    assert engine_context_defaults((0, 9, 0)) is None
+    # on an H100 the server's step takes 8,192 tokens, the async engine's 2,048, and it runs at most 128 sequences
+    r = running(_case("vllm.AsyncLLMEngine", version="0.20.1"), LLAMA, h100)
+    assert r.chunk == 2048 and r.cap <= 128
+    assert running(_case(None, version="0.20.1"), LLAMA, h100).chunk == 8192
+
+
+def test_every_v1_in_process_point_names_the_client_its_limits_come_from():
+    # A vLLM point run in process on V1 (0.10.0 on, or a release not stated: the current one) that states neither
+    # limit runs at its client's usage context (LLM, AsyncLLMEngine), not the server's: its tool must be named.
+    # benchmark_latency.py builds `LLM(**dataclasses.asdict(engine_args))` (vllm-project/vllm@e43d46b6:
+    # benchmarks/benchmark_latency.py, the Oracle and ROCm blogs' tool); AccelMark's runners AsyncLLMEngine
+    # (FreedomIntelligence/AccelMark@3c124bdc:runners/nvidia_vllm020_0f6c56e4/runner.py load_model)
+    from pathlib import Path
+
+    from kvplan.core.releases import release_of
+    from kvplan.speed.corpus import read_corpus
+
+    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    named = {}
+    for c in cases:
+        rel, stated = release_of(c.version), set(c.flags) | ({"max_num_seqs"} if c.max_seqs else set())
+        v1 = rel is None or rel >= (0, 10, 0)
+        if c.era == "vllm-inprocess" and v1 and not {"max_num_seqs", "max_num_batched_tokens"} <= stated:
+            assert c.harness in USAGE_TOOLS["vllm"], (c.source, c.id)
+            named[c.source] = c.harness
+    assert named["oracle-blog-2024-10-10-llama31-405b-mi300x"] == "benchmark_latency.py"
+    assert named["accelmark-results-verified"] == "vllm.AsyncLLMEngine"

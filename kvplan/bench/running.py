@@ -39,8 +39,9 @@ from kvplan.engines.capacity_policy import preempts_on_growth
 from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_mixed, lockstep_workers,
                                       mixed_chunk, model_limits, poll_wait_steps, prefill_first_release,
                                       resident_context, runs_waves, whole_prompt_budget, worker_chunk)
+from kvplan.engines.trtllm.bench import BUILD_FRACTION as TRTLLM_BUILD_FRACTION
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
-from kvplan.engines.vllm.defaults import LLM_CLASS
+from kvplan.engines.vllm.defaults import ENGINE_CONTEXT, LLM_CLASS
 from kvplan.engines.vllm.v0_chunked import server_sized
 from kvplan.model.layers import Kind
 from kvplan.model.recurrent import recurrent_states
@@ -80,13 +81,22 @@ SERVER_LENGTH = {"sglang": "context_length"}
 # benchmark tools that choose the engine's running limit and step tokens themselves where the run states
 # neither: tool -> (the engine's option for tokens per step, the function giving (running limit, tokens))
 HARNESS_SETTINGS = {"trtllm-bench": ("max_num_tokens", trtllm_bench_settings)}
-# vLLM harnesses that build the offline `vllm.LLM` class, whose scheduler defaults are the LLM_CLASS usage context's,
-# not `vllm serve`'s (kvplan.engines.vllm.defaults.llm_class_defaults): `vllm bench throughput` / `latency` (v0.10.0
-# wheel `benchmarks/throughput.py` L43, `latency.py` L90), benchmarks/benchmark_latency.py (vllm-project/vllm@e43d46b6:
-# main, as rocm-blogs-vllm-optimize-2024-10.yaml cites it) and a harness's own LLM(...) (`vllm.LLM`)
-LLM_CLASS_TOOLS = {"vllm": ("vllm bench throughput", "vllm bench latency", "benchmark_latency.py", "vllm.LLM")}
+# vLLM harnesses by the usage context their engine is built under, whose V1 scheduler defaults are that context's, not
+# `vllm serve`'s (kvplan.engines.vllm.defaults.USAGE_DEFAULTS). The offline `vllm.LLM` class (LLM_CLASS): `vllm bench
+# throughput` / `latency` (v0.10.0 wheel `benchmarks/throughput.py` L43, `latency.py` L90), benchmarks/
+# benchmark_latency.py (`llm = LLM(**dataclasses.asdict(engine_args))`, vllm-project/vllm@e43d46b6:main, as
+# oracle-blog-2024-10-10-llama31-405b-mi300x.yaml and rocm-blogs-vllm-optimize-2024-10.yaml cite it) and a harness's
+# own LLM(...) (`vllm.LLM`). `AsyncLLMEngine.from_engine_args` with no usage context (ENGINE_CONTEXT): AccelMark's
+# streaming runners (FreedomIntelligence/AccelMark@3c124bdcd1ecfacba89d2f08a22821ba4b7619d2:
+# runners/nvidia_vllm020_0f6c56e4/runner.py load_model, `self.engine = AsyncLLMEngine.from_engine_args(engine_args)`)
+USAGE_TOOLS = {"vllm": {**dict.fromkeys(("vllm bench throughput", "vllm bench latency", "benchmark_latency.py",
+                                         "vllm.LLM"), LLM_CLASS), "vllm.AsyncLLMEngine": ENGINE_CONTEXT}}
 # the KV fraction it was told
 HARNESS_FRACTION = ("kv_cache_free_gpu_mem_fraction", "free_gpu_memory_fraction", "kv_cache_free_gpu_memory_fraction")
+# coefficient sets whose trtllm-bench runs load a TensorRT engine that `trtllm-bench build` tuned at its own fraction
+# (kvplan.engines.trtllm.bench.BUILD_FRACTION), not the run's: releases before 1.0, whose trtllm-bench runs engines
+# (its PyTorch path was opt-in; the perf overview pages build with `trtllm-bench build`), and 1.x's TensorRT backend
+ENGINE_BUILT = ("trtllm<1.0", "trtllm-engine")
 
 
 class Running(NamedTuple):
@@ -292,10 +302,10 @@ def per_rank(case) -> bool:
 
 
 def usage_context(case) -> str | None:
-    """vLLM's usage context for a run of an LLM-class tool (LLM_CLASS_TOOLS), whose V1 step tokens and sequences the
-    run does not state are its own (kvplan.engines.vllm.defaults.llm_class_defaults; a V0 run reads none:
+    """vLLM's usage context for a run of a tool USAGE_TOOLS names, whose V1 step tokens and sequences the run does
+    not state are that context's (kvplan.engines.vllm.defaults.USAGE_DEFAULTS; a V0 run reads none:
     kvplan.engines.vllm.v0_chunked, nor a release before 0.10.0 here); None for any other tool (`vllm serve`'s)."""
-    return LLM_CLASS if case.harness in LLM_CLASS_TOOLS.get(case.engine, ()) else None
+    return USAGE_TOOLS.get(case.engine, {}).get(case.harness)
 
 
 def harness_limits(case, spec, gpu, tp: int | None = None) -> tuple[int, int] | None:
@@ -307,6 +317,8 @@ def harness_limits(case, spec, gpu, tp: int | None = None) -> tuple[int, int] | 
     if entry is None or case.max_seqs or flags.get(entry[0]) is not None:
         return None
     fraction = next((float(flags[k]) for k in HARNESS_FRACTION if flags.get(k) is not None), None)
+    if case.era in ENGINE_BUILT:
+        fraction = TRTLLM_BUILD_FRACTION
     kw = {"fraction": fraction} if fraction else {}
     got = entry[1](spec, gpu.memory_smi_bytes or gpu.memory_usable_bytes, tp=tp or case.tp, pp=case.pp,
                    isl=case.load.isl, osl=case.load.osl, weight_dtype=weight_dtype_of(case.weight_dtype),

@@ -41,7 +41,7 @@ def configure(engine: str | None = None, engine_version: str | None = None, engi
     ['key=value', ...]; `emit` (fit's --emit) names an engine whose serve command is wanted, and implies it.
     The CLI's flags and the Python API's keywords both come here (kvplan.cli._common, kvplan.api). `usage_context`
     (no flag): the client a benchmark ran vLLM under, where its defaults are not `vllm serve`'s (kvplan.bench.running:
-    kvplan.engines.vllm.defaults.LLM_CLASS)."""
+    kvplan.engines.vllm.defaults.LLM_CLASS, ENGINE_CONTEXT)."""
     if block_size is not None and not 1 <= block_size <= 4096:
         raise out_of_range("block_size", block_size, 1, 4096)
     gmu = None if gpu_memory_utilization is None else parse_fraction(gpu_memory_utilization,

@@ -1,54 +1,22 @@
 """An engine's release read and checked: `parse_version` ('v0.20.1rc1' -> (0, 20, 1); a development build, the
-release before it), the note saying how a version that is not a plain release was read (`reading`), and the version
-to model within an engine's range of numbered releases (`check_version`) or among its named eras
-(`check_version_name`).
+release before it: kvplan.core.releases, the reading the speed layer shares), the note saying how a version that is
+not a plain release was read (`reading`), and the version to model within an engine's range of numbered releases
+(`check_version`) or among its named eras (`check_version_name`).
 """
 
 from __future__ import annotations
 
-import re
-
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
-
-
-# A development build sorts before the release it leads to (PEP 440's ordering: X.Y.Z.devN and X.Y.ZrcN.devM are
-# both below X.Y.ZrcN and X.Y.Z). vLLM numbers its builds with setuptools-scm's default scheme (guess-next-dev:
-# the last tag's final number plus one, then ".dev" and the commits since), so "0.20.1rc1.dev16" is 16 commits past
-# the v0.20.1rc0 tag, on the way to 0.20.1, and a change first shipped in 0.20.1 may not be in it: the corpus's
-# club3090-46 log (0.20.1rc1.dev16) prints the tokens line of 0.20.0 and before, not 0.20.1's (docs/budget.md,
-# round 40). Such a build is modelled as the release before; a release candidate without ".dev" (TRT-LLM's and
-# SGLang's numbered pre-releases) keeps its release's number, and a ".postN.devM" build follows X.Y.Z.
-DEV_BEFORE = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:(?:a|b|rc)\d+)?\.?dev\d*")
-SERIES_END = 999  # "the last release of that series", where the release before X.Y.0 is not known
+from kvplan.core.releases import NUMBERED, SERIES_END, release_of, release_part, stripped
 
 
 def parse_version(text: str) -> tuple[int, ...]:
-    """'0.11.0' -> (0, 11, 0); '0.4.3.post4' -> (0, 4, 3); 'v0.20.1rc1' -> (0, 20, 1); a development build, the
-    release before it: '0.20.1rc1.dev16' -> (0, 20, 0), '0.15.0rc2.dev46' -> (0, 14, 999), below 0.15.0."""
-    base = _base(text)
-    v = _release(base)
+    """'0.11.0' -> (0, 11, 0); 'v0.20.1rc1' -> (0, 20, 1); a development build, the release before it:
+    '0.20.1rc1.dev16' -> (0, 20, 0) (kvplan.core.releases.release_of); text that is not a release number refused."""
+    v = release_of(text)
     if not v:
         raise KvplanError(f"cannot read engine version {text!r} (expected e.g. 0.11.0)", EXIT_USAGE,
                           param="engine_version", value=text)
-    dev = DEV_BEFORE.fullmatch(base)
-    return _before(v) if dev and tuple(map(int, dev.groups())) == v else v
-
-
-def _base(text) -> str:
-    """A version as PEP 440 compares it: no 'v', no local '+...' part, lower case ('V0.20.1RC1+cu1' -> '0.20.1rc1')."""
-    return str(text).strip().lstrip("vV").split("+")[0].lower()
-
-
-def _release(base: str) -> tuple[int, ...]:
-    """The release a version names, its pre-, post- or dev-release suffix dropped: '0.20.1rc1.dev16' -> (0, 20, 1)."""
-    return tuple(int(n) for n in re.findall(r"\d+", base.split("rc")[0].split(".post")[0].split(".dev")[0])[:3])
-
-
-def _before(v: tuple[int, ...]) -> tuple[int, ...]:
-    """The release before `v`: (0, 20, 1) -> (0, 20, 0); (0, 15, 0) -> (0, 14, SERIES_END); (0, 0, 0) itself."""
-    for i in range(len(v) - 1, -1, -1):
-        if v[i]:
-            return v[:i] + (v[i] - 1,) + (SERIES_END,) * (len(v) - i - 1)
     return v
 
 
@@ -56,12 +24,12 @@ def reading(engine: str, version: str | None) -> str | None:
     """The one-line note of how kvplan reads a version that is not a plain release (a development build, a
     release candidate, a post-release or a local build), so a user of one sees the release modelled; None for a
     plain X.Y.Z, for no version, and for a named era (llama.cpp's)."""
-    if version is None or not re.match(r"\s*[vV]?\d+\.\d+", str(version)):
+    if version is None or not NUMBERED.match(str(version)):
         return None
     v, stated = parse_version(version), str(version).strip()
     if stated.lstrip("vV") == dotted(v):
         return None
-    release = dotted(_release(_base(stated)))
+    release = dotted(release_part(stripped(stated)))
     if v != parse_version(release):
         return (f"{engine} {stated} is a development build made before release {release}: modelled as the release "
                 f"before it ({dotted(v)}); a change first shipped in {release} is not assumed")

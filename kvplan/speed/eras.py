@@ -12,8 +12,9 @@ cannot have used a release not yet out). A prediction never has a date: an unsta
 
 from __future__ import annotations
 
-import re
 from typing import NamedTuple
+
+from kvplan.core.releases import release_of
 
 
 class Era(NamedTuple):
@@ -26,7 +27,11 @@ class Era(NamedTuple):
 ERAS = {
     # TensorRT-LLM's perf overview re-measured the same models and GPUs for 1.0 (PyTorch backend, the
     # default since 1.0) at about 1.6x the output tokens/s of 0.17 (TensorRT engines) under one set; no
-    # date (1.0's release candidates ran on main for months: a source's date does not tell the side).
+    # date (1.0's release candidates ran on main for months: a source's date does not tell the side). A release
+    # candidate reads as its release (kvplan.core.releases; PEP 440 would put 1.0.0rc3 below 1.0): the 1.0 rcs already
+    # run the PyTorch backend by default, `from tensorrt_llm import LLM` in the 1.0.0rc2 docs' PyTorch quick start
+    # (https://nvidia.github.io/TensorRT-LLM/1.0.0rc2/torch.html) where 0.19.0's imported `tensorrt_llm._torch.LLM`
+    # (https://nvidia.github.io/TensorRT-LLM/0.19.0/torch.html); the corpus's 1.0.0rc3 points (aiconfigurator) so read.
     "trtllm": (Era((1, 0), "trtllm<1.0", None, None),),
     # SGLang: in-sample, its MoE TPOT was priced at 1.01x the measurement before 0.5.14 (117 figures) and 2.04x on
     # 0.5.14-0.5.16 (56), dense TPOT 0.85x and 1.25x. v0.5.14 changed the MoE path: release
@@ -144,9 +149,9 @@ def unused_terms(key: str) -> frozenset[str]:
 
 
 def release(version) -> tuple[int, ...] | None:
-    """The release numbers a version string starts with ("v0.5.14.post1" -> (0, 5, 14)), or None."""
-    m = re.match(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?", str(version)) if version is not None else None
-    return tuple(int(g) for g in m.groups() if g is not None) if m else None
+    """The release a version string names, as the engines read it (kvplan.core.releases.release_of: "v0.5.14.post1"
+    -> (0, 5, 14); a development build the release before it, "0.11.1rc2.dev323" -> (0, 11, 0)), or None."""
+    return release_of(version)
 
 
 def padded(rel: tuple[int, ...]) -> tuple[int, ...]:

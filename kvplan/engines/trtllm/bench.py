@@ -8,7 +8,8 @@ release by release):
 
   * the KV room: NVML's device total (GiB: tensorrt_llm/bench/build/utils.py `get_device_memory`) x tp x pp
     less the parameters at the weights' bytes per element (FP8 1, NVFP4 0.5, anything else 2), times the
-    KV fraction (`--kv_cache_free_gpu_mem_fraction`; not given, trtllm-bench's default 0.90, as perf-overview.md says);
+    KV fraction (`--kv_cache_free_gpu_mem_fraction`; not given, trtllm-bench's default 0.90, as perf-overview.md says;
+    a TensorRT engine's, tuned by `trtllm-bench build`: 0.95 whatever the run says, BUILD_FRACTION);
   * a request's KV: 2 x attention layers x max(tp, KV heads) x head size x the KV's bytes per element
     (FP8 1, NVFP4 0.5, else 2) x (ISL + OSL): requests = room / that (ISL + OSL is also what the
     GUARANTEED_NO_EVICT policy trtllm-bench runs reserves a request: kvplan.engines.scheduler.resident_context;
@@ -52,6 +53,14 @@ from kvplan.model.spec import weight_bytes
 GIB = 1 << 30
 ELEM_BYTES = {"fp8": 1.0, "nvfp4": 0.5, "fp4": 0.5}  # tuning.py BYTES_PER_ELEM; anything else 2
 KV_FRACTION = 0.90  # `--kv_cache_free_gpu_mem_fraction` not given: "the default setting of 0.90" (perf-overview.md)
+# The fraction a TensorRT engine's limits were tuned at: `trtllm-bench build --dataset` calls
+# get_benchmark_engine_settings with no fraction, so calc_engine_setting's default 0.95, whatever the later
+# `throughput` run is told (NVIDIA/TensorRT-LLM@000a01de66f0eab4ab05640711f0253f50f5209c:tensorrt_llm/bench/build/
+# build.py, `kv_cache_gpu_mem_fraction: float = 0.95` and build_command's call; the older FP8-only build.py, with
+# benchmark_config.yml, calls calc_engine_setting likewise, whose default is 0.95: the code index's stored copies,
+# file ids 6212504592 and 5900118795, no commit given). The build has no fraction option; the PyTorch flow's
+# get_settings passes the run's (@0171265e general.py).
+BUILD_FRACTION = 0.95
 MAX_REQUESTS = 4096  # finetune_setting: the decoder buffers' cap
 MAX_TOKENS = 32768  # finetune_setting: the activation buffers' cap
 TUNED = frozenset({"", "bf16", "fp16", "fp32", "fp8", "nvfp4", "fp4"})  # build.py TUNED_QUANTS, in kvplan's words

@@ -99,12 +99,28 @@ def llm_class_defaults(v: tuple[int, ...], gpu) -> tuple[int, int] | None:
     `latency.py` L90). 16384 / 1024 on the large tier (the server's test: >= 70 GiB and not an A100, or >= 160 GiB
     from 0.33.0), else 8192 / 256: twice and four times the server's tokens, the same sequences (arg_utils v0.10.0
     L1584-1602, v0.19.1 L2053-2071, v0.20.1 L2208-2226, v0.33.0 L2973-3005). None before 0.10.0 (not read).
-    AsyncLLMEngine / LLMEngine.from_engine_args default to ENGINE_CONTEXT, in neither table (SchedulerConfig's
-    2048 / 128 in 0.19.1): not this."""
+    AsyncLLMEngine / LLMEngine.from_engine_args default to ENGINE_CONTEXT: engine_context_defaults."""
     if v < LLM_CLASS_FROM:
         return None
     big = _big_gpu(gpu) or (v >= (0, 33, 0) and gpu.memory_usable_bytes >= 160 * GIB)
     return (16384, 1024) if big else (8192, 256)
+
+
+ENGINE_CONTEXT = "engine_context"  # the usage context of a run under AsyncLLMEngine / LLMEngine.from_engine_args
+
+
+def engine_context_defaults(v: tuple[int, ...], gpu=None) -> tuple[int, int] | None:
+    """The (max_num_batched_tokens, max_num_seqs) of an engine built by `AsyncLLMEngine.from_engine_args` /
+    `LLMEngine.from_engine_args` with no usage context given: ENGINE_CONTEXT (`v1/engine/async_llm.py`
+    `from_engine_args`: v0.10.0 L180, v0.19.1 L244, v0.20.1 L236), in neither usage-context table, so SchedulerConfig's
+    own 2048 / 128 on any GPU (v0.10.0 `config.py` SchedulerConfig.__post_init__ L2388-2402, chunked prefill on;
+    `engine/arg_utils.py` `.get(usage_context, SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS)` and `_SEQS`: v0.19.1
+    L2195-2204, v0.20.1 L2360-2369, v0.33.0 L3172-3181; `config/scheduler.py` 2048 / 128, v0.20.1 L42-44). `gpu`
+    unused (no tier). None before 0.10.0 (not read)."""
+    return None if v < LLM_CLASS_FROM else (2048, 128)
+
+
+USAGE_DEFAULTS = {LLM_CLASS: llm_class_defaults, ENGINE_CONTEXT: engine_context_defaults}  # by usage context
 
 
 def _kv_flag(req, model) -> str | None:
@@ -115,8 +131,8 @@ def _kv_flag(req, model) -> str | None:
 
 
 def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Settings:
-    """vLLM's defaults for this GPU and release (`vllm serve`, or on V1 the offline LLM class's step tokens and
-    sequences where `explicit` names its usage context: llm_class_defaults), overridden by flags and --engine-opt."""
+    """vLLM's defaults for this GPU and release (`vllm serve`, or on V1 the step tokens and sequences of the usage
+    context `explicit` names: llm_class_defaults, engine_context_defaults), overridden by flags and --engine-opt."""
     opts = dict(opts or {})
     explicit = explicit or {}
     check_opts("vllm", opts, OPTS)
@@ -136,8 +152,9 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     asked = opt_bool(opts, "enable_chunked_prefill", False) if "enable_chunked_prefill" in opts else None
     chunk, chunk_note = chunk_budget(v, model, gpu, engine_length(model, req), getattr(req, "lora", None), asked,
                                      not v1)
-    if v1 and explicit.get("usage_context") == LLM_CLASS:  # the offline LLM class's own, under what a run states
-        opts = {**dict(zip(("max_num_batched_tokens", "max_num_seqs"), llm_class_defaults(v, gpu) or ())), **opts}
+    if v1 and explicit.get("usage_context") in USAGE_DEFAULTS:  # the client's own, under what a run states
+        own = USAGE_DEFAULTS[explicit["usage_context"]](v, gpu)
+        opts = {**dict(zip(("max_num_batched_tokens", "max_num_seqs"), own or ())), **opts}
     mnbt = opt_int(opts, "max_num_batched_tokens", chunk or mnbt)  # V0's own chunked prefill (vllm.v0_chunked)
     # from v0.10.1 the default max_num_seqs is capped by max_num_batched_tokens (arg_utils v0.10.1 L1711)
     seqs = opt_int(opts, "max_num_seqs", min(seqs, mnbt) if v >= (0, 10, 1) else seqs)

@@ -17,7 +17,7 @@ from kvplan.engines.vllm.pool import resident_concurrency, stage_pools, v0_align
 from kvplan.engines.vllm.settings import Settings
 from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import Kind
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import stage_ranges
 
 # What vLLM's lines count over: each worker sizes its budget and num_gpu_blocks; "GPU KV cache size" and the
 # concurrency are the engine's (one per data-parallel rank: tests/test_layouts.py)
@@ -28,12 +28,14 @@ SCOPE = ("budget and blocks: per GPU; tokens and concurrency: one engine instanc
 def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dtype: DType,
              state_dtype: DType) -> Capacity:
     """vLLM's printed figures for a per-rank KV budget (`kv_bytes`: one int, or one per pipeline stage)."""
-    ranges = split_layers(model.num_layers, dep.pp)
+    ranges = stage_ranges(model, dep)
     budgets = list(kv_bytes) if isinstance(kv_bytes, (list, tuple)) else [kv_bytes] * len(ranges)
     pools = stage_pools(model, dep, st, kv_dtype, state_dtype)
     # Every worker sizes its own pool; the engine keeps the minimum (kv_cache_utils v0.11.0 L1286).
-    blocks = min((max(0, kv) // p.bytes_per_block if p.bytes_per_block else 0) for kv, p in zip(budgets, pools))
+    counts = [(max(0, kv) // p.bytes_per_block if p.bytes_per_block else 0) for kv, p in zip(budgets, pools)]
+    blocks = min(counts)
     pool, dcp = pools[0], dep.dcp
+    binds = pools[counts.index(blocks)]  # the stage whose blocks are kept: its layers and block bytes are shown
     # -dcp C: a rank holds cdiv(len, C) of a request's tokens, so one block id (a page on each of the C
     # ranks) covers block x C of them (kv_cache_interface v0.33.0 L643-648; AttentionSpec L610-615)
     per_req = max(p.blocks_per_request(cdiv(context, dcp), st) for p in pools)
@@ -54,8 +56,8 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
     lines = [
         Figure("KV budget per GPU", min(budgets), "bytes"),
         Figure("block (page) size", pool.block_size, "tokens"),
-        Figure("groups x layers per group", (pool.num_groups, pool.group_size), "a x b"),
-        Figure("bytes per block id", pool.bytes_per_block, "B"),
+        Figure("groups x layers per group", (binds.num_groups, binds.group_size), "a x b"),
+        Figure("bytes per block id", binds.bytes_per_block, "B"),
         Figure("num_gpu_blocks", blocks, "count"),
         Figure(f"blocks per {context:,}-token request", per_req, "count"),
         *([Figure("tokens per block id over the dcp group", pool.block_size * dcp, "tokens")] if dcp > 1 else []),

@@ -75,4 +75,4 @@ def freed_bytes(model, dep, v: tuple, gpu) -> int:
     q = model.quantization
     group = -1 if q.per_row else q.group_size
     per_layer = [sum(shard_bytes(x.n, x.k, x.full_k, group, v) for x in layer) for layer in shards[0]]
-    return min(sum(per_layer[a:b]) for a, b in split_layers(len(per_layer), dep.pp))
+    return min(sum(per_layer[a:b]) for a, b in split_layers(len(per_layer), dep.pp, dep.stage_layers))

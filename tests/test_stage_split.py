@@ -52,12 +52,11 @@ def test_uneven_split_binds_on_its_largest_stage(engine):
 
 def test_vllm_blocks_follow_the_binding_stage():
     # vLLM keeps the minimum of its workers' num_gpu_blocks (kv_cache_utils v0.11.0 L1286): the 21-layer stage's,
-    # a block id of 16 tokens x 86,016 B = 1,376,256 B
+    # its budget over a block id of 16 tokens x 86,016 B = 1,376,256 B
     eng = resolve_engine("vllm", None, ["pp_layer_partition=19,21,20,20"])
-    cap = eng.result(_llama70b(), H100, Deployment(1, 4), Request(8192)).capacity
-    figures = {f.label: f.value for f in cap.lines}
-    assert figures["bytes per block id"] == 1_376_256
-    assert figures["groups x layers per group"] == (1, 21)
+    res = eng.result(_llama70b(), H100, Deployment(1, 4), Request(8192))
+    blocks = {f.label: f.value for f in res.capacity.lines}["num_gpu_blocks"]
+    assert blocks == res.plan.binding_stage.kv_memory_bytes // 1_376_256
 
 
 @pytest.mark.parametrize("split, pp, words", [

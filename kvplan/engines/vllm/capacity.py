@@ -32,10 +32,8 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
     budgets = list(kv_bytes) if isinstance(kv_bytes, (list, tuple)) else [kv_bytes] * len(ranges)
     pools = stage_pools(model, dep, st, kv_dtype, state_dtype)
     # Every worker sizes its own pool; the engine keeps the minimum (kv_cache_utils v0.11.0 L1286).
-    counts = [(max(0, kv) // p.bytes_per_block if p.bytes_per_block else 0) for kv, p in zip(budgets, pools)]
-    blocks = min(counts)
+    blocks = min((max(0, kv) // p.bytes_per_block if p.bytes_per_block else 0) for kv, p in zip(budgets, pools))
     pool, dcp = pools[0], dep.dcp
-    binds = pools[counts.index(blocks)]  # the stage whose blocks are kept: its layers and block bytes are shown
     # -dcp C: a rank holds cdiv(len, C) of a request's tokens, so one block id (a page on each of the C
     # ranks) covers block x C of them (kv_cache_interface v0.33.0 L643-648; AttentionSpec L610-615)
     per_req = max(p.blocks_per_request(cdiv(context, dcp), st) for p in pools)
@@ -56,8 +54,8 @@ def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dt
     lines = [
         Figure("KV budget per GPU", min(budgets), "bytes"),
         Figure("block (page) size", pool.block_size, "tokens"),
-        Figure("groups x layers per group", (binds.num_groups, binds.group_size), "a x b"),
-        Figure("bytes per block id", binds.bytes_per_block, "B"),
+        Figure("groups x layers per group", (pool.num_groups, pool.group_size), "a x b"),
+        Figure("bytes per block id", pool.bytes_per_block, "B"),
         Figure("num_gpu_blocks", blocks, "count"),
         Figure(f"blocks per {context:,}-token request", per_req, "count"),
         *([Figure("tokens per block id over the dcp group", pool.block_size * dcp, "tokens")] if dcp > 1 else []),

@@ -102,9 +102,11 @@ def predict(rec: dict, log) -> dict | None:
         opts["mxfp4_backend"] = rec["mxfp4_backend"]
     if rec.get("flashinfer_sampler") is not None:  # the sampler path the log names
         opts["flashinfer_sampler"] = str(rec["flashinfer_sampler"])
+    if flags.get("VLLM_PP_LAYER_PARTITION"):  # the layers per stage the run set (kvplan.engines.stage_split)
+        opts["pp_layer_partition"] = str(flags["VLLM_PP_LAYER_PARTITION"])
     explicit = {"gpu_memory_utilization": flags["gpu_memory_utilization"]} if "gpu_memory_utilization" in flags else {}
     res = vllm.Vllm(version, opts, explicit).result(model, gpu, dep, req)
-    layers = max(b - a for a, b in _ranges(model, dep))
+    layers = max(b - a for a, b in _ranges(model, res.plan.deployment))  # the stages as planned
     # the rank that prints "Model loading took" is the driver's, in the first pipeline stage
     loaded = res.plan.stages[0].weight_bytes if dep.pp > 1 and res.plan.stages else res.plan.weight_bytes_per_gpu
     if rec.get("unpredictable"):  # its budget's settings are not stated (the index says why): the weights only
@@ -166,9 +168,9 @@ def _from_printed_budget(log, engine, model, gpu, dep, req) -> dict | None:
 
 
 def _ranges(model, dep):
-    from kvplan.planning.deploy import split_layers
+    from kvplan.planning.deploy import stage_ranges
 
-    return split_layers(model.num_layers, dep.pp)
+    return stage_ranges(model, dep)
 
 
 def rows(records: list[dict]) -> list[dict]:

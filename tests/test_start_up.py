@@ -76,9 +76,10 @@ def test_naming_an_engine_imports_that_engine_only():
     # engine's rules, the serve commands' and the LoRA slots' shared pieces, every engine's context-limit rules
     # (kvplan.engines.context, no engine package) and the float32 config's served dtype it applies first
     # (kvplan.engines.served_dtype), the rule for a checkpoint's declared KV cache every engine applies
-    # (kvplan.engines.checkpoint_kv), then llama.cpp's package and no other engine's
+    # (kvplan.engines.checkpoint_kv), the user's layers per pipeline stage every engine checks
+    # (kvplan.engines.stage_split), then llama.cpp's package and no other engine's
     assert engines == {"kvplan.engines.base", "kvplan.engines.capacity", "kvplan.engines.versions",
-                       "kvplan.engines.checkpoint_kv",
+                       "kvplan.engines.checkpoint_kv", "kvplan.engines.stage_split",
                        "kvplan.engines.options", "kvplan.engines.registry", "kvplan.engines.neutral",
                        "kvplan.engines.emit",
                        "kvplan.engines.lora", "kvplan.engines.context", "kvplan.engines.served_dtype",

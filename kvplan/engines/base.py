@@ -22,7 +22,7 @@ from dataclasses import replace
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.capacity import Capacity, EngineResult, Figure  # noqa: F401 (re-exported)
-from kvplan.engines import checkpoint_kv
+from kvplan.engines import checkpoint_kv, stage_split
 from kvplan.engines.context import neutral_rule
 from kvplan.engines.options import (  # noqa: F401 (re-exported: kvplan.engines.base.check_opts, ...)
     check_opts, opt_bool, opt_float, opt_int, parse_engine_opts,
@@ -84,6 +84,10 @@ class Engine:
     # restated from the source that sizes it; `offload_missing`: backend -> why a tier it lacks is absent.
     offload_rules: dict = {}
     offload_missing: dict[str, str] = {}
+    # The environment variable the engine reads layers per pipeline stage from, and its first release that does
+    # (kvplan.engines.stage_split); "": none read, so --engine-opt pp_layer_partition is refused.
+    stage_split_env = ""
+    stage_split_since: tuple[int, ...] = ()
 
     def __init__(self, version: str | None = None, opts: dict | None = None, explicit: dict | None = None):
         """Checked: an unknown version or option is a one-line error before any work."""
@@ -91,7 +95,17 @@ class Engine:
         self.opts = dict(opts or {})
         self.explicit = {k: v for k, v in (explicit or {}).items()}
         self.checked_version(version)
+        self.check_stage_split()
         check_opts(self.name, self.opts, self.option_names)
+
+    def check_stage_split(self) -> None:
+        """A one-line refusal where the options set layers per stage and this engine release reads none."""
+        if stage_split.OPT not in self.opts or (
+                self.stage_split_env and parse_version(self.version or self.default_version) >= self.stage_split_since):
+            return
+        why = f" before {'.'.join(map(str, self.stage_split_since))}" if self.stage_split_env else ""
+        readers = _engines_that(lambda e: e.stage_split_env).removesuffix(" or ")
+        stage_split.unread(self.name, self.opts, readers, why)
 
     def checked_version(self, version: str | None) -> str:
         """The version to model (a release number within `versions`), or a one-line error."""
@@ -198,6 +212,7 @@ class Engine:
         """`req` on `dep` as this engine allocates: its Plan (made once), printed figures and settings.
         A KvplanError where the engine cannot run the deployment."""
         self.check_layers(model, req.kv_dtype)
+        dep = stage_split.staged(model, dep, stage_split.read(self.opts), self.stage_split_env)
         self.check_layout(model, dep)
         req, kv_said = self.with_checkpoint_kv(model, req)
         st = self.settings(model, gpu, dep, req)
@@ -219,8 +234,8 @@ class Engine:
                                                          "checkpoint + loading")))
         ans = whole_answers(self.answers(view, dep, stages, one, st, use, cap), dep, self.dcp_tokens_whole)
         plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name,
-                        assumed=(*kv_said, *self.assumptions(view, gpu, dep, st)), pooled=cap.pooled,
-                        kv_share=share)
+                        assumed=(*kv_said, *stage_split.said(dep), *self.assumptions(view, gpu, dep, st)),
+                        pooled=cap.pooled, kv_share=share)
         return EngineResult(plan, cap, self.settings_dict(st, view, dep, r), gpu)
 
     # the engine table's row for weights as loaded, where loading adds to the checkpoint (loaded_extra)

@@ -32,7 +32,7 @@ from math import gcd
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
 from kvplan.engines.versions import parse_version
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import stage_ranges
 from kvplan.readers.mlp_layout import expert_width, most_moe_layers
 
 REFINES = (0, 29, 0)  # vLLM 0.29.0: scales refined to a finer block where one of >= 32 fits
@@ -140,5 +140,5 @@ def refined_scale_note(model, dep, version: tuple[int, ...]) -> tuple[int, int] 
     block, width, split, finer = got
     experts, hidden = model.params.num_experts, model.hidden_size
     per_layer = _scales(experts, width // split, hidden, finer) - _scales(experts, width, hidden, block) // split
-    extra = max(0, per_layer) * most_moe_layers(model, split_layers(model.num_layers, dep.pp))
+    extra = max(0, per_layer) * most_moe_layers(model, stage_ranges(model, dep))
     return (finer, extra) if extra else None

@@ -73,6 +73,12 @@ def _vllm_sizes(text: str, rec: LogRecord) -> None:
         setattr(rec, key, int(m.group(1)) if m else None)
         if m:
             rec.read[key] = f"{name}_parallel_size={m.group(1)}"
+    # the layers per stage the command line sets (VLLM_PP_LAYER_PARTITION=16,32 before `vllm serve`, vllm#34076;
+    # kvplan.engines.stage_split), checked against the model where the log is planned
+    m = _first(r"VLLM_PP_LAYER_PARTITION=['\"]?(\d{1,6}(?:,\d{1,6}){0,4095})\b", text)
+    if m:
+        rec.stage_layers = tuple(int(x) for x in m.group(1).split(","))
+        rec.read["stage_layers"] = f"VLLM_PP_LAYER_PARTITION={m.group(1)}"
 
 
 def _vllm_kernels(text: str, s: dict) -> None:

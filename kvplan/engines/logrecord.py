@@ -67,6 +67,7 @@ class LogRecord:
     era: str = ""  # which log format was seen (for versionless logs)
     written: datetime | None = None  # the earliest dated timestamp the log prints (kvplan.engines.logdates)
     floor: tuple[str, str] | None = None  # (first release printing a line the log has, the line): vllm/releases.py
+    stage_layers: tuple[int, ...] | None = None  # vLLM: VLLM_PP_LAYER_PARTITION on the command line it shows
     capture_sizes: tuple = ()  # vLLM: the engine-config line's cudagraph_capture_sizes, ascending
     graph_shape: tuple = ()  # vLLM: ((mode, graphs, largest capture), ...) as "Profiling CUDA graph memory:" prints
     cudagraph_mode: str | None = None  # vLLM: the CUDAGraphMode it ran (kvplan.engines.logparse_graphs)
@@ -107,6 +108,9 @@ def deployment_said(dep, rec: LogRecord, given, inferred: bool = False) -> str:
         where = ("given" if key == "tp" and given else f"from the log: {rec.read[key]}" if key in rec.read
                  else "inferred from the weights" if key == "tp" and (inferred or n > 1) else "assumed")
         parts.append(f"{key} {n} ({where})")
+    if dep.stage_layers is not None:
+        sizes = ",".join(map(str, dep.stage_layers))
+        parts.append(f"layers per stage {sizes} (from the log: {rec.read['stage_layers']})")
     return "planned as " + ", ".join(parts)
 
 
@@ -115,6 +119,6 @@ def logged_deployment(rec: LogRecord, given: int | None, notes: list[str]) -> De
     log's; where each size came from appended to `notes` (deployment_said). vLLM's and TensorRT-LLM's checks."""
     if not (given or rec.tp):
         notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
-    dep = Deployment(given or rec.tp or 1, rec.pp or 1)
+    dep = Deployment(given or rec.tp or 1, rec.pp or 1, stage_layers=rec.stage_layers)
     notes.append(deployment_said(dep, rec, given))
     return dep

@@ -36,7 +36,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
 from kvplan.engines.base import parse_version
 from kvplan.model.spec import PLAIN_BYTES
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import stage_ranges
 from kvplan.planning.lora import MODULES, LoraRequest, adapted, check_model, stage_slices
 from kvplan.readers.projections import projection_names
 
@@ -117,7 +117,7 @@ def _dtype(model) -> int:
 def _stacks(model, dep, lora: LoraRequest, modules) -> int:
     """Elements of one adapter slot's A and B on the rank with the most layers."""
     return max(sum(lora.rank * (s.in_dim + s.out_dim) for s in stage_slices(model, modules, dep.tp, rng))
-               for rng in split_layers(model.num_layers, dep.pp))
+               for rng in stage_ranges(model, dep))
 
 
 def vllm_bytes(model, dep, lora: LoraRequest, version: str) -> tuple[int, tuple[str, ...]]:
@@ -151,7 +151,7 @@ def trtllm_bytes(model, dep, lora: LoraRequest) -> tuple[int, tuple[str, ...]]:
     if set(modules) & {"q", "k", "v"}:
         modules = tuple(m for m in MODULES if m in set(modules) | {"q", "k", "v"})
     check_model(model, modules)
-    layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
+    layers = max(b - a for a, b in stage_ranges(model, dep))
     one = stage_slices(model, modules, dep.tp, (0, 1))  # TensorRT-LLM's modules are one layer's
     sizes = [s.in_dim + s.out_dim for s in one]
     width, widest = min(sizes), max(sizes)

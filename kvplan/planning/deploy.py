@@ -33,28 +33,55 @@ class Deployment:
     # GPUs per node as the user states them to the engine (TensorRT-LLM's gpus_per_node); None: the GPU profile's
     # node_gpus, else the engine's assumption (kvplan.engines.trtllm.mlp_split)
     node_gpus: int | None = None
+    # layers per pipeline stage as the user sets them (vLLM's VLLM_PP_LAYER_PARTITION, SGLang's
+    # SGLANG_PP_LAYER_PARTITION: kvplan.engines.stage_split); None: the engine's own even split (split_layers)
+    stage_layers: tuple[int, ...] | None = None
 
     @property
     def gpus(self) -> int:
         return self.tp * self.pp * self.dp
 
 
-def split_layers(n: int, pp: int) -> list[tuple[int, int]]:
-    """Contiguous [start, end) layer ranges for pp stages as vLLM and SGLang cut them (`get_pp_indices`,
-    vllm/distributed/utils.py; sglang/srt/distributed/utils.py): n // pp each, the remainder one layer
-    apiece to the stages before the last, from the second-to-last backwards (61 layers over 4: 15, 15, 16, 15)."""
-    base, extra = divmod(n, pp)
+def split_layers(n: int, pp: int, sizes: tuple[int, ...] | None = None) -> list[tuple[int, int]]:
+    """Contiguous [start, end) layer ranges for pp stages: `sizes` layers each where the user set them (a
+    Deployment's stage_layers, checked by stage_split_problem), else as vLLM cuts them (`get_pp_indices`,
+    vllm/distributed/utils.py, 0.8.5 on): n // pp each, the remainder one layer apiece to the stages before the
+    last, from the second-to-last backwards (61 layers over 4: 15, 15, 16, 15). Not yet followed: vLLM before 0.8
+    (the 0.5.4, 0.6.6 and 0.7.3 wheels) and SGLang 0.4.0-0.5.5 give the whole remainder to the last stage, SGLang
+    0.5.6-0.5.23 one layer each to the last ones (their wheels' get_pp_indices); a user states theirs with
+    pp_layer_partition."""
+    if sizes is None:
+        base, extra = divmod(n, pp)
+        sizes = tuple(base + (1 if pp - 1 - extra <= i < pp - 1 else 0) for i in range(pp))
     out, start = [], 0
-    for i in range(pp):
-        end = start + base + (1 if pp - 1 - extra <= i < pp - 1 else 0)
-        out.append((start, end))
-        start = end
+    for size in sizes:
+        out.append((start, start + size))
+        start += size
     return out
 
 
-def largest_stage(per_layer: list, pp: int):
+def stage_ranges(model, dep: Deployment) -> list[tuple[int, int]]:
+    """`dep`'s pipeline stages over `model`'s layers (split_layers, with the user's stage_layers where set)."""
+    return split_layers(model.num_layers, dep.pp, dep.stage_layers)
+
+
+def largest_stage(per_layer: list, dep: Deployment):
     """The largest stage's sum of a per-layer figure (bytes, counts), the stages cut as split_layers cuts them."""
-    return max(sum(per_layer[a:b]) for a, b in split_layers(len(per_layer), pp))
+    return max(sum(per_layer[a:b]) for a, b in split_layers(len(per_layer), dep.pp, dep.stage_layers))
+
+
+def stage_split_problem(n: int, pp: int, sizes: tuple[int, ...]) -> str | None:
+    """Why layers per stage `sizes` cannot split n layers over pp stages, in the engines' own checks (vLLM and SGLang
+    `get_pp_indices`: the count must equal pp, the sum the layers) and kvplan's (no stage without layers); None: they
+    can."""
+    given = ",".join(map(str, sizes))
+    if len(sizes) != pp:
+        return f"the layer split {given} names {len(sizes)} stages, not pp={pp}"
+    if sum(sizes) != n:
+        return f"the layer split {given} sums to {sum(sizes)} layers, not the model's {n}"
+    if min(sizes) < 1:
+        return f"the layer split {given} leaves a stage without layers (kvplan plans none)"
+    return None
 
 
 def validate_deployment(model, dep: Deployment) -> str | None:
@@ -70,6 +97,10 @@ def validate_deployment(model, dep: Deployment) -> str | None:
             return f"tp={dep.tp} neither divides nor is a multiple of the {h} KV heads"
     if dep.pp > model.num_layers:
         return f"pp={dep.pp} exceeds the {model.num_layers} layers"
+    if dep.stage_layers is not None:
+        problem = stage_split_problem(model.num_layers, dep.pp, dep.stage_layers)
+        if problem:
+            return problem
     return layout_problem(model, dep.tp, dep.pp, dep.dp, dep.ep, dep.dcp)
 
 

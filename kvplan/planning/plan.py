@@ -19,7 +19,7 @@ from functools import cached_property
 from fractions import Fraction
 from typing import NamedTuple
 
-from kvplan.planning.deploy import Deployment, split_layers, validate_deployment
+from kvplan.planning.deploy import Deployment, stage_ranges, validate_deployment
 from kvplan.core.dtypes import DType, canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.planning.layout import (DcpRules, host_shift, per_rank_batch, rank_weights, replicated_kv_proj_bytes,
@@ -273,8 +273,8 @@ def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_t
     if dep.dcp > 1:
         rules = DcpRules(rules, dep.dcp)
     place = placement or vllm_placement(dep.tp, dep.dp)
-    mixes = stage_mixes(model, dep.pp)  # each stage's share of the mixers, MLPs and MoE blocks, from its own layers
-    for i, (start, end) in enumerate(split_layers(model.num_layers, dep.pp)):
+    mixes = stage_mixes(model, dep.pp, dep.stage_layers)  # each stage's share of the mixers, MLPs and MoE blocks
+    for i, (start, end) in enumerate(stage_ranges(model, dep)):
         frac = (end - start) / model.num_layers
         kv_extra = replicated_kv_proj_bytes(model, wb, model.layers[start:end], dep.tp)
         resident, read = rank_weights(wb, model, i == 0, i == dep.pp - 1, frac, place, touched, kv_extra, mixes[i])

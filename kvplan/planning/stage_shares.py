@@ -1,7 +1,7 @@
 """Each pipeline stage's share of the split weights by role, priced from its own layers (issue 22).
 
 vLLM and SGLang cut the decoder into contiguous runs of layers by count (kvplan.planning.deploy.split_layers:
-vLLM `get_pp_indices`, vllm/distributed/utils.py; SGLang the same function in sglang/srt/distributed/utils.py),
+vLLM `get_pp_indices`, vllm/distributed/utils.py; SGLang's of the same name in sglang/srt/distributed/utils.py),
 and each stage builds only its own layers (vLLM `make_layers`: PPMissingLayer for the others; the embedding on the
 first rank, the LM head on the last, kvplan.planning.layout.rank_weights). A hybrid's layers differ in size:
 Nemotron-H-56B's Mamba-2 mixer is 438,304,768 parameters, an attention layer's 150,994,944, an MLP block's
@@ -47,13 +47,13 @@ def layer_mixers(model) -> list[int] | None:
     return [each if layer.kind == Kind.STATE else x for layer, x in zip(model.layers, out)]
 
 
-def stage_mixes(model, pp: int) -> list[tuple[float, float, float] | None]:
+def stage_mixes(model, pp: int, sizes: tuple[int, ...] | None = None) -> list[tuple[float, float, float] | None]:
     """Per stage (its share of the mixers, of the dense-MLP layers, of the MoE layers), each counted from its own
     layers wherever the reader places them: a model whose layers are all alike gets the layer count's shares here
     too (Llama-3.1-8B at pp 4: (0.25, 0.25, 0.0) a stage). A mixer share is the layer count's where the mixers are
     alike or not read (layer_mixers), an MLP / MoE share where ffn_kinds does not place the blocks; None for every
     stage where neither is read, and [None] for one stage (kvplan.planning.layout.rank_weights: the count's)."""
-    ranges = split_layers(model.num_layers, pp)
+    ranges = split_layers(model.num_layers, pp, sizes)  # `sizes`: a user's layers per stage (stage_layers)
     if pp == 1:
         return [None]
     p = model.params

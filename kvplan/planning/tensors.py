@@ -49,15 +49,16 @@ def _formats(model: ModelSpec, weight_dtype: str | None) -> tuple[int, int | Non
 
 
 def rank_tensors(model: ModelSpec, tp: int = 1, ep: int = 1, pp: int = 1, weight_dtype: str | None = None,
-                 rope_bytes: int = 0) -> tuple[int, ...]:
+                 rope_bytes: int = 0, sizes: tuple[int, ...] | None = None) -> tuple[int, ...]:
     """Bytes of each weight tensor the first pipeline stage's rank allocates, in construction order (module
-    docstring); `rope_bytes`: the RoPE table the first attention layer builds, listed after its projections."""
+    docstring); `rope_bytes`: the RoPE table the first attention layer builds, listed after its projections;
+    `sizes`: the layers per stage a user set (Deployment.stage_layers)."""
     if model.draft is not None:  # a draft model served beside it: the target's tensors, then the draft's own
         target = replace(model, layers=model.layers[:model.num_layers - model.draft.num_layers], draft=None)
         return rank_tensors(target, tp, ep, pp, weight_dtype, rope_bytes) + rank_tensors(model.draft, tp)
     p, hidden, n = model.params, model.hidden_size, model.num_layers
     plain, dense_b, expert_b = _formats(model, weight_dtype)
-    start, end = split_layers(n, pp)[0]
+    start, end = split_layers(n, pp, sizes)[0]
     kinds = ffn_kinds(model, n)
     gated = gated_mlp(model)
     mats = 3 if gated else 2

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from kvplan.core.intmath import cdiv
 from kvplan.core.dtypes import DType
-from kvplan.planning.deploy import Deployment, split_layers
+from kvplan.planning.deploy import Deployment, stage_ranges
 from kvplan.planning.profile import kv_profile
 
 
@@ -44,7 +44,7 @@ class Moved:
 def _per_rank(spec, prompt: int, dep: Deployment, kv_dtype: DType, state_dtype: DType) -> list[int]:
     """Bytes one rank of each pipeline stage holds for a `prompt`-token sequence (no paging)."""
     return [kv_profile(spec.layers[a:b], dep.tp, kv_dtype, state_dtype, 1).sequence_bytes(prompt, paged=False)
-            for a, b in split_layers(spec.num_layers, dep.pp)]
+            for a, b in stage_ranges(spec, dep)]
 
 
 def kv_moved(spec, prompt: int, kv_dtype: DType, state_dtype: DType, prefill: Deployment,

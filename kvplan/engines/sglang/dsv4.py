@@ -48,7 +48,7 @@ from kvplan.engines.sglang import dsv4_pool as pool
 from kvplan.engines.versions import parse_version
 from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.model.compressed import CompressedMLA, has_compressed
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import stage_ranges
 from kvplan.planning.plan import KV_ENGINE_AUTO, PlanWarning
 
 FROM = (0, 5, 15)  # the release read (earlier releases are not claimed)
@@ -126,9 +126,9 @@ def check_gpu(model, gpu) -> None:
                           "sgl-project/sglang#40566, is in none of them)", EXIT_USAGE, param="gpu", value=gpu.key)
 
 
-def stage_dims(model, pp: int) -> list:
+def stage_dims(model, dep) -> list:
     """The configurator's view of each pipeline stage's layers (kvplan.engines.sglang.dsv4_pool.Dims)."""
-    return [pool.dims(model.layers[a:b]) for a, b in split_layers(model.num_layers, pp)]
+    return [pool.dims(model.layers[a:b]) for a, b in stage_ranges(model, dep)]
 
 
 def requested(st, dp: int) -> int:
@@ -140,7 +140,7 @@ def size(model, dep, budget: int, st, dp: int) -> tuple[pool.Dims, pool.Pools]:
     """The bounding stage's dims and the pools of one worker for a per-rank `budget` (every stage the same budget:
     SGLang's free memory is the minimum over ranks; the smallest stage's full count is kept)."""
     want = requested(st, dp)
-    stages = stage_dims(model, dep.pp)
+    stages = stage_dims(model, dep)
     counts = [pool.full_tokens(d, budget, st.swa_full_tokens_ratio, want, st.page_size) for d in stages]
     i = min(range(len(stages)), key=lambda k: counts[k])
     return stages[i], pool.pools(stages[i], counts[i], st.swa_full_tokens_ratio, want, st.page_size)
@@ -175,7 +175,7 @@ def capacity(model, dep, kv_bytes: int, context: int, st, dp: int, kv_dtype) -> 
              "(kvplan.engines.sglang.dsv4_pool)",)
     # bytes one more token adds on a rank (its compressed entries and indexer keys), as the plan prices growth
     bpt = max(sum(x.token_bytes(kv_dtype, dep.tp) // x.compress_ratio for x in model.layers[a:b]
-                  if isinstance(x, CompressedMLA)) for a, b in split_layers(model.num_layers, dep.pp))
+                  if isinstance(x, CompressedMLA)) for a, b in stage_ranges(model, dep))
     return Capacity("sglang", st.version, budget, p.full, conc, context, bpt, None, st.page_size, lines, notes,
                     max_running=p.running)
 
@@ -232,7 +232,7 @@ def pool_cost(model, settings: dict, dep) -> tuple[int, int] | None:
         return None
     ratio = settings["swa_full_tokens_ratio"]
     want = settings.get("max_running_requests") or default_running(dep.dp)
-    costs = [(pool.bytes_per_full_token(d, ratio), pool.c128_state_fixed(d, want)) for d in stage_dims(model, dep.pp)]
+    costs = [(pool.bytes_per_full_token(d, ratio), pool.c128_state_fixed(d, want)) for d in stage_dims(model, dep)]
     per_token, fixed = max(costs)
     return math.ceil(per_token), fixed
 

@@ -45,7 +45,7 @@ from kvplan.engines.sglang.defaults import (  # noqa: F401 (default_fraction re-
 from kvplan.engines.sglang.settings import (  # noqa: F401 (re-exported: sglang.VERSIONS, sglang.settings, ...)
     DEFAULT_VERSION, OPTS, VERSIONS, Settings, settings,
 )
-from kvplan.planning.deploy import Deployment, split_layers
+from kvplan.planning.deploy import Deployment, stage_ranges
 from kvplan.core.dtypes import DType
 from kvplan.planning.plan import UNIFIED, cache_dtypes
 from kvplan.model.spec import weight_bytes
@@ -181,7 +181,7 @@ def pool_cell(model, dep, kv_dtype: DType, st: Settings) -> tuple[int, int, int]
     """cell_bytes of the stage that bounds the pool: under pp each stage's cell is its own layers' (capacity),
     and the largest holds the fewest tokens. A DSA pool kvplan does not plan is refused here (dsa.refuse)."""
     sglang_dsa.refuse(st)
-    return max((cell_bytes(model.layers[a:b], dep.tp, kv_dtype, st) for a, b in split_layers(model.num_layers, dep.pp)),
+    return max((cell_bytes(model.layers[a:b], dep.tp, kv_dtype, st) for a, b in stage_ranges(model, dep)),
                key=lambda c: (c[0] + st.swa_full_tokens_ratio * c[1], c[2]))
 
 
@@ -195,7 +195,7 @@ def k_size_gib(tokens: int, model, tp: int, kv_dtype: DType, st: Settings, pp: i
 class Sglang(Engine):
     name = "sglang"
     display_name = "SGLang"
-    aliases = ()
+    stage_split_env, stage_split_since = "SGLANG_PP_LAYER_PARTITION", (0, 4, 0)  # kvplan.engines.stage_split
     versions = VERSIONS
     default_version = DEFAULT_VERSION
     option_names = OPTS

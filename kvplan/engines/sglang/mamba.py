@@ -46,7 +46,7 @@ from kvplan.engines.capacity import Figure
 from kvplan.engines.options import opt_bool, opt_choice, opt_int, opt_positive
 from kvplan.engines.versions import parse_version
 from kvplan.model.recurrent import recurrent_states
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import stage_ranges
 from kvplan.planning.plan import PooledStates
 
 OPTS = ("max_mamba_cache_size", "mamba_ssm_dtype", "mamba_full_memory_ratio", "max_running_requests",
@@ -195,7 +195,7 @@ def _stage_layers(model, dep, ss: StateSettings):
     """The layers a slot is priced on: the whole model's before 0.5.17, the stage with the most state layers after."""
     if dep.pp == 1 or ss.version < (0, 5, 17):
         return model.layers
-    stages = [model.layers[a:b] for a, b in split_layers(model.num_layers, dep.pp)]
+    stages = [model.layers[a:b] for a, b in stage_ranges(model, dep)]
     return max(stages, key=lambda ls: len(recurrent_states(ls)))
 
 

@@ -38,6 +38,7 @@ DEFAULT_VERSION = "0.5.23"
 OPTS = ("mem_fraction_static", "chunked_prefill_size", "page_size", "swa_full_tokens_ratio", "cuda_graph_max_bs",
         "enable_dp_attention", "vlm_cache_size_mb", "enable_multimodal",  # the last: multimodal.py
         "os_memory", "page_cache",  # a unified-memory GPU's OS share and page cache (kvplan.engines.sglang.uma)
+        "pp_layer_partition",  # SGLANG_PP_LAYER_PARTITION (kvplan.engines.stage_split)
         *LAYOUT_OPTS, *sglang_mamba.OPTS, *sglang_attention.OPTS)  # layout.py, mamba.py, attention.py
 # Memory taken before the weights load: what `init_torch_distributed` leaves in use (the CUDA context, NCCL's
 # communicators and, on NVLink or two GPUs, custom all-reduce buffers; 0.4.3.post4 `model_runner.py` L258-316;
@@ -136,7 +137,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     init = (INIT_BYTES_MULTI if dep.gpus > 1 else INIT_BYTES_TP1) + sglang_allreduce.custom_allreduce_bytes(
         gpu, tp_size, dep.ep, version) + sglang_nccl.nccl_extra_bytes(gpu, tp_size)
     extra, rounding = sglang_loaded.loaded_parts(model, gpu, tp_size, version, dep.ep, dep.pp, req.weight_dtype,
-                                                   dep.tp)
+                                                   dep.tp, dep.stage_layers)
     cache_mb = opt_int(opts, "vlm_cache_size_mb", sglang_mm.DEFAULT_CACHE_MB)
     attn_dp = dep.dp if dpa else 1
     state = sglang_mamba.state_settings(model, version, opts, attn_dp)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import stage_ranges
 from kvplan.core.intmath import cdiv
 from kvplan.planning.plan import UNIFIED, PlanWarning, activation_estimate, cache_dtypes, runtime_bytes
 from kvplan.engines.context import trtllm_rule
@@ -103,7 +103,7 @@ def bytes_per_token(layers, tp: int, kv_dtype) -> int:
 def rank_bytes_per_token(model, dep, kv_dtype) -> int:
     """A token's KV bytes on the deployment's largest pipeline stage, what every rank's pool is sized by (the pool's
     blocks are the minimum over ranks)."""
-    return max(bytes_per_token(model.layers[a:b], dep.tp, kv_dtype) for a, b in split_layers(model.num_layers, dep.pp))
+    return max(bytes_per_token(model.layers[a:b], dep.tp, kv_dtype) for a, b in stage_ranges(model, dep))
 
 
 def capacity(model, dep, kv_bytes: int, context: int, batch: int, st: Settings, kv_dtype, state_dtype=None):

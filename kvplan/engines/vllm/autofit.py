@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import stage_ranges
 from kvplan.core.intmath import cdiv
 from kvplan.engines.vllm.pool import VllmRules, build_pool, cache_specs, group_size, unified_block, unified_page
 from kvplan.model.compressed import has_compressed
@@ -147,7 +147,7 @@ def _deepseek_v4(model, dep, budgets, st, kv_dtype, state_dtype) -> AutoFit:
     """DeepSeek-V4 (kvplan.engines.vllm.deepseek_v4): each worker's groups against its memory, as the start-up
     check charges them (_max_memory_usage_bytes_from_groups' DeepSeek-V4 case)."""
     best = model.max_context
-    for (a, b), avail in zip(split_layers(model.num_layers, dep.pp), budgets):
+    for (a, b), avail in zip(stage_ranges(model, dep), budgets):
         pool = build_pool(model.layers[a:b], dep.tp, kv_dtype, state_dtype, st)
         best = min(best, max(0, largest_fitting(
             lambda n, p=pool: p.blocks_per_request(n, st) * p.startup_bytes_per_block <= avail, model.max_context,
@@ -163,7 +163,7 @@ def _auto_fit(model, dep, budgets: tuple[int, ...], st, kv_dtype, state_dtype) -
     lay = why or _layout(model, dep.tp, st, kv_dtype, state_dtype)
     if isinstance(lay, str):
         return lay
-    ranges = [range(a, b) for a, b in split_layers(model.num_layers, dep.pp)]
+    ranges = [range(a, b) for a, b in stage_ranges(model, dep)]
     if st.v < (0, 17, 0):  # the whole model against the smallest stage's memory
         workers = [(range(model.num_layers), min(budgets))]
     else:

@@ -17,7 +17,7 @@ from kvplan.engines.vllm.pool import resident_blocks, stage_pools, v0_aligned_by
 from kvplan.engines.vllm.settings import Settings
 from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import Kind
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import stage_ranges
 
 # What vLLM's lines count over: each worker sizes its budget and num_gpu_blocks; "GPU KV cache size" and the
 # concurrency are the engine's (one per data-parallel rank: tests/test_layouts.py)
@@ -28,7 +28,7 @@ SCOPE = ("budget and blocks: per GPU; tokens and concurrency: one engine instanc
 def capacity(model, dep, kv_bytes, context: int, batch: int, st: Settings, kv_dtype: DType,
              state_dtype: DType) -> Capacity:
     """vLLM's printed figures for a per-rank KV budget (`kv_bytes`: one int, or one per pipeline stage)."""
-    ranges = split_layers(model.num_layers, dep.pp)
+    ranges = stage_ranges(model, dep)
     budgets = list(kv_bytes) if isinstance(kv_bytes, (list, tuple)) else [kv_bytes] * len(ranges)
     pools = stage_pools(model, dep, st, kv_dtype, state_dtype)
     # Every worker sizes its own pool; the engine keeps the minimum (kv_cache_utils v0.11.0 L1286).

@@ -50,7 +50,7 @@ from kvplan.engines.vllm.capture_list import capture_list, decode_sizes, grid, l
 from kvplan.engines.vllm.runner import graph_note
 from kvplan.model.layers import Kind
 from kvplan.model.recurrent import recurrent_states
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import stage_ranges
 
 MIB = 2**20
 
@@ -213,7 +213,7 @@ def graph_notes(model, dep, st) -> tuple[str, ...]:
     v2 = graph_note(model, st.v, st.gpu, st.eager, st.weight_dtype, getattr(st, "v1_fallback", False))
     if v2 or not st.cudagraphs:
         return (v2,) if v2 else ()
-    layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))  # the rank overhead_terms prices
+    layers = max(b - a for a, b in stage_ranges(model, dep))  # the rank overhead_terms prices
     mib = per_graph_cost(model, layers, st.weight_dtype) / MIB
     fitted = (f"CUDA-graph estimate: vLLM measures it (free-memory drops of two captures per mode); kvplan prices "
               f"{mib:.0f} MiB a further graph, a per-layer driver cost fitted on H100 logs of 0.19, not derived")

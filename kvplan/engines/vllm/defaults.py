@@ -33,7 +33,7 @@ DEFAULT_VERSION = "0.33.0"
 OPTS = ("max_num_batched_tokens", "max_num_seqs", "enforce_eager", "async_scheduling", "limit_mm_per_prompt",
         "mm_processor_cache_gb", "flashinfer_sampler", "os_memory", "host_growth", "page_cache",
         "mxfp4_backend", "model_runner", "enable_chunked_prefill", "use_v1", "max_cudagraph_capture_size", "awq_kernel",
-        *STATE_OPTS)
+        "pp_layer_partition", *STATE_OPTS)  # the last but STATE_OPTS: kvplan.engines.stage_split's
 
 
 def _device_name(gpu) -> str:

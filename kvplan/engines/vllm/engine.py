@@ -95,7 +95,7 @@ def model_release_problem(model, version: str) -> str | None:
 class Vllm(Engine):
     name = "vllm"
     display_name = "vLLM"
-    aliases = ()
+    stage_split_env, stage_split_since = "VLLM_PP_LAYER_PARTITION", (0, 5, 4)  # kvplan.engines.stage_split
     versions = VERSIONS
     default_version = DEFAULT_VERSION
     option_names = OPTS
@@ -183,7 +183,7 @@ class Vllm(Engine):
         facts = fact_warnings("vLLM", gpu, [*(["device_name"] if named else []), *missing_facts(model, dep, st)])
         # tagged as what this engine assumes of unified memory, so the plan's general note is not said twice
         states = vllm_ssm.assumption(model, st)  # the recurrent states' types (kvplan.engines.vllm.ssm_dtype)
-        ba = gdn_ba.note(model, dep.tp, dep.pp, st.v, gpu, st.weight_dtype)  # in_proj_ba whole on every rank
+        ba = gdn_ba.note(model, dep.tp, dep.pp, st.v, gpu, st.weight_dtype, dep.stage_layers)  # in_proj_ba whole
         return (*facts, *(w._replace(topic=UNIFIED) for w in uma.warnings(gpu, st)),
                 *([PlanWarning(states)] if states else []), *plan_notes.release_notes(st), *ba,
                 *plan_notes.refined(model, dep, st), *moe_padding.note(model, dep, st),

@@ -97,22 +97,24 @@ def _bytes(model, params: int) -> int:
     return linear_bytes(params, q.method, q.group_size, *q.group_format)
 
 
-def extra_bytes(model, tp: int, pp: int, version: tuple[int, ...], gpu, weight_dtype=None) -> int:
+def extra_bytes(model, tp: int, pp: int, version: tuple[int, ...], gpu, weight_dtype=None,
+                sizes: tuple[int, ...] | None = None) -> int:
     """Bytes one rank holds beyond its 1/tp share of in_proj_ba, on the stage with the most Gated DeltaNet
     layers: (whole - whole / tp) of hidden x 2 Hv per layer."""
     if not applies(model, version, tp, gpu, weight_dtype):
         return 0
     most = 0
-    for start, end in split_layers(model.num_layers, pp):
+    for start, end in split_layers(model.num_layers, pp, sizes):
         params = sum(model.hidden_size * 2 * x.value_heads for x in model.layers[start:end] if _gdn(x))
         whole = _bytes(model, params)
         most = max(most, whole - whole // tp)
     return most
 
 
-def note(model, tp: int, pp: int, version: tuple[int, ...], gpu, weight_dtype=None) -> tuple[PlanWarning, ...]:
+def note(model, tp: int, pp: int, version: tuple[int, ...], gpu, weight_dtype=None,
+         sizes: tuple[int, ...] | None = None) -> tuple[PlanWarning, ...]:
     """The plan's assumption where the term applies (its bytes as a figure, read at the edge), else ()."""
-    extra = extra_bytes(model, tp, pp, version, gpu, weight_dtype)
+    extra = extra_bytes(model, tp, pp, version, gpu, weight_dtype, sizes)
     if not extra:
         return ()
     return (PlanWarning(f"vLLM builds the Gated DeltaNet in_proj_ba whole on every rank under "

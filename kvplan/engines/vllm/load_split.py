@@ -43,7 +43,8 @@ def assumed_cuda(version: tuple[int, ...], gpu) -> bool:
 
 def load_tensors(model, dep, st) -> tuple[int, ...]:
     """The weights one rank allocates, in the constructor's order, RoPE table included (kvplan.planning.tensors)."""
-    return rank_tensors(model, dep.tp, dep.ep, dep.pp, getattr(st, "weight_dtype", None), rope_table_bytes(model))
+    return rank_tensors(model, dep.tp, dep.ep, dep.pp, getattr(st, "weight_dtype", None), rope_table_bytes(model),
+                        dep.stage_layers)
 
 
 def load_limit(st) -> int | None:

@@ -100,7 +100,7 @@ def _priced(model, dep, v: tuple, gpu, humming_first: bool = True):
         return None
     layers, _, skipped = shards  # a layer's padding: its attention projections (where exact) and its dense/shared MLP
     per_layer = [sum(linear_bytes(model, x.n, x.k, x.full_k, cap, v) for x in layer) for layer in layers]
-    return largest_stage(per_layer, dep.pp), skipped
+    return largest_stage(per_layer, dep), skipped
 
 
 def humming_ahead(v: tuple, cap) -> bool:

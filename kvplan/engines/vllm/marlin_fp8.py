@@ -211,7 +211,7 @@ def priced(model, dep, v: tuple, gpu, padded: bool = False):
     rule = dense.PADS_FROM if padded else v
     per_layer = [sum(linear_bytes(x.n, x.k, block, rule, fp4, channel) for x in layer)
                  + (experts or 0) * (kind == "moe") for layer, kind in zip(layers, kinds)]
-    return largest_stage(per_layer, dep.pp), skipped
+    return largest_stage(per_layer, dep), skipped
 
 
 def loaded_bytes(model, dep, v: tuple, gpu) -> int:

@@ -72,4 +72,4 @@ def freed_bytes(model, dep, v: tuple, gpu) -> int:
         return 0
     group = marlin_group(model.quantization)
     per_layer = [sum(shard_bytes(x.n, x.k, x.full_k, group, v) for x in layer) for layer in shards[0]]
-    return min(sum(per_layer[a:b]) for a, b in split_layers(len(per_layer), dep.pp))
+    return min(sum(per_layer[a:b]) for a, b in split_layers(len(per_layer), dep.pp, dep.stage_layers))

@@ -54,7 +54,7 @@ from kvplan.engines.marlin_shapes import marlin_group, marlin_groups
 from kvplan.engines.vllm import gptq_order
 from kvplan.engines.vllm.marlin_dense_pad import humming_ahead  # Humming ahead of Marlin on 9.0 from 0.32.0
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import stage_ranges
 from kvplan.planning.plan_warnings import PlanWarning
 from kvplan.readers.mlp_layout import most_moe_layers
 
@@ -114,7 +114,7 @@ def padded_bytes(model, dep, v: tuple, gpu) -> int:
     if got is None or cap is None or cap < MARLIN_CC or humming_ahead(v, cap) or _trtllm(model, cap):
         return 0
     zeros = model.quantization.quant_method != "gptq" or v >= GPTQ_ZEROS_FROM  # module docstring
-    return layer_bytes(model, *got, zeros) * most_moe_layers(model, split_layers(model.num_layers, dep.pp))
+    return layer_bytes(model, *got, zeros) * most_moe_layers(model, stage_ranges(model, dep))
 
 
 def _trtllm(model, cap: tuple) -> bool:

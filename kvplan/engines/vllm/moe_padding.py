@@ -20,7 +20,7 @@ from kvplan.core.intmath import round_up
 from kvplan.engines.fp8_blocks import exact_expert_width
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
 from kvplan.model.spec import PLAIN_BYTES
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import stage_ranges
 from kvplan.planning.plan_warnings import PlanWarning
 from kvplan.readers.mlp_layout import gated_mlp, most_moe_layers
 
@@ -55,7 +55,7 @@ def padded_bytes(model, dep, st) -> tuple[int, int, int]:
         return 0, 0, 0
     mats = 3 if gated_mlp(model) else 2  # w1, w3 (w13) and w2; w1 and w2 where the MLP is not gated
     per_layer = p.num_experts * mats * model.hidden_size * (padded - shard) * PLAIN_BYTES.get(model.dtype, 2)
-    return shard, padded, per_layer * most_moe_layers(model, split_layers(model.num_layers, dep.pp))
+    return shard, padded, per_layer * most_moe_layers(model, stage_ranges(model, dep))
 
 
 def note(model, dep, st) -> tuple:

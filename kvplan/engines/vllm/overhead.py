@@ -62,7 +62,7 @@ from kvplan.core.caching_allocator import allocated_rounding
 from kvplan.core.intmath import round_up
 from kvplan.hardware.facts import fact_missing, vendor_of
 from kvplan.model.layers import Kind
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import stage_ranges
 from kvplan.planning.plan import activation_estimate
 from kvplan.readers.rope import _DTYPE_BYTES, rope_table_bytes
 
@@ -220,7 +220,7 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     MXFP4 kernels and the all-reduce workspace). The last pipeline stage runs the sampler: it is the one modelled.
     """
     v = parse_version(st.version)
-    layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
+    layers = max(b - a for a, b in stage_ranges(model, dep))
     gpu = getattr(st, "gpu", None)
     named = getattr(st, "mxfp4_backend", None)  # the MXFP4 kernel a log or the user names (kvplan.engines.vllm.mxfp4)
     wd = getattr(st, "weight_dtype", None)
@@ -239,8 +239,8 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
             "weights_repack": (weights_repack_extra(model, dep.tp, gpu, named, v)
                                + nvfp4_scale_padding(model, dep.tp, gpu)
                                + rope_table_bytes(model) + allocator_rounding(model, dep, st)
-                               + v0_mla.absorbed_bytes(model, dep.tp, dep.pp, v, wd)
-                               + gdn_ba.extra_bytes(model, dep.tp, dep.pp, v, gpu, wd)
+                               + v0_mla.absorbed_bytes(model, dep.tp, dep.pp, v, wd, dep.stage_layers)
+                               + gdn_ba.extra_bytes(model, dep.tp, dep.pp, v, gpu, wd, dep.stage_layers)
                                + fp8_blocks.refined_scale_bytes(model, dep, v)
                                + fp8_linear.partial_scale_bytes(model, dep, v)
                                + marlin_moe_pad.padded_bytes(model, dep, v, gpu)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 from functools import lru_cache
 
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import stage_ranges
 from kvplan.core.dtypes import DType
 from kvplan.engines.base import parse_version
 from kvplan.core.intmath import cdiv
@@ -268,7 +268,7 @@ def stage_pools(model, dep, st: Settings, kv_dtype: DType, state_dtype: DType) -
     those groups less the layers it does not hold (0.11.0 kv_cache_utils.py L1245-1280): a hybrid's groups keep the
     whole model's size, and a worker's layers per group is the most any of them keeps of its layers (L1054), not what
     grouping its own layers would give (projected)."""
-    ranges = split_layers(model.num_layers, dep.pp)
+    ranges = stage_ranges(model, dep)
     whole = build_pool(model.layers, dep.tp, kv_dtype, state_dtype, st) if dep.pp > 1 else None
     if whole is None or whole.uniform or not whole.buckets or has_compressed(model.layers) \
             or parse_version(st.version) < GLOBAL_GROUPS:

@@ -25,7 +25,7 @@ from kvplan.engines.vllm.non_torch import CORPUS_CAPABILITY, corpus_gpu, dtype_b
 from kvplan.engines.vllm.sampler import CORPUS_SM_COUNT, triton_buffer_bytes
 from kvplan.engines.vllm.overhead import cudagraph_estimate
 from kvplan.hardware.gpus import GPU
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import stage_ranges
 from kvplan.planning.plan import Request
 
 
@@ -294,7 +294,7 @@ def _term_rows(out, r, ours, model, dep, st, summary: bool = False):
     estimate as vLLM prints it whether or not the release subtracts it (kvplan.engines.vllm.cudagraphs). From 0.27.0
     the closing line's "GiB for peak activation" (`summary`) is the profile's transient peak plus the graph estimate
     it subtracted (gpu_worker.py 0.27.0 L527-529, 0.30.0 L616-618, 0.33.0 L748-750), so kvplan's figure adds its own."""
-    layers = max(b - a for a, b in split_layers(model.num_layers, dep.pp))
+    layers = max(b - a for a, b in stage_ranges(model, dep))
     graphs = cudagraph_estimate(layers, model, dep.tp, st.max_num_seqs, st.gpu, st.weight_dtype, st.graph_shape,
                                 st.max_num_batched_tokens, st.v, st.max_capture, st.awq_forced)
     peak, peak_label = ours["overhead_activation_peak"], "activation peak of the profile run"

@@ -75,10 +75,10 @@ def _fp8(model, weight_dtype) -> bool:
     return model.quantization.method == "fp8" and (name is None or str(name).startswith("fp8"))
 
 
-def mla_layers_on_rank(model, pp: int) -> int:
+def mla_layers_on_rank(model, pp: int, sizes: tuple[int, ...] | None = None) -> int:
     """MLA layers of the pipeline stage holding the most."""
     kinds = [getattr(la, "attention", la).kind for la in model.layers]
-    return max(sum(k == Kind.MLA for k in kinds[a:b]) for a, b in split_layers(model.num_layers, pp))
+    return max(sum(k == Kind.MLA for k in kinds[a:b]) for a, b in split_layers(model.num_layers, pp, sizes))
 
 
 def absorbed_layer_bytes(model, tp: int, weight_dtype=None) -> int:
@@ -98,12 +98,13 @@ def absorbed_layer_bytes(model, tp: int, weight_dtype=None) -> int:
     return (q_uk + uv_o) * ACT + w_qr + kv_b
 
 
-def absorbed_bytes(model, tp: int, pp: int, version: tuple[int, ...], weight_dtype=None) -> int:
+def absorbed_bytes(model, tp: int, pp: int, version: tuple[int, ...], weight_dtype=None,
+                   sizes: tuple[int, ...] | None = None) -> int:
     """What the absorbed decode weights add to "Loading model weights took" on the fullest rank (0 outside
     ABSORBED or for a model without MLA)."""
     if not in_absorbed_releases(version):
         return 0
-    return absorbed_layer_bytes(model, tp, weight_dtype) * mla_layers_on_rank(model, pp)
+    return absorbed_layer_bytes(model, tp, weight_dtype) * mla_layers_on_rank(model, pp, sizes)
 
 
 def profile_peak(model, tp: int, tokens: int, version: tuple[int, ...], weight_dtype=None) -> int | None:

@@ -106,7 +106,7 @@ def loaded_bytes(model, dep, v: tuple, gpu) -> int:
     shards = _shards(model, dep)
     if shards is None:
         return 0
-    return largest_stage([sum(linear_bytes(x.n, x.k) for x in layer) for layer in shards], dep.pp)
+    return largest_stage([sum(linear_bytes(x.n, x.k) for x in layer) for layer in shards], dep)
 
 
 def note(model, dep, st) -> tuple:

@@ -1,0 +1,117 @@
+"""A user's layers per pipeline stage (`--engine-opt pp_layer_partition`, kvplan.engines.stage_split): the stages it
+cuts, the binding stage's memory, the refusals (vLLM's and SGLang's get_pp_indices checks, and kvplan's), and fit."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.core.errors import KvplanError
+from kvplan.engines import resolve_engine
+from kvplan.hardware.gpus import find_gpu
+from kvplan.planning.deploy import Deployment, split_layers
+from kvplan.planning.plan import Request
+from kvplan.sources.resolve import resolve_model
+
+H100 = find_gpu("h100")
+
+
+def _llama70b():
+    return resolve_model("llama-3-70b").spec  # Meta-Llama-3.1-70B's config.json: 80 layers, 8 KV heads of 128
+
+
+def _plan(engine: str, split: str, pp: int = 4, version: str | None = None):
+    eng = resolve_engine(engine, version, [f"pp_layer_partition={split}"])
+    return eng.result(_llama70b(), H100, Deployment(1, pp), Request(8192)).plan
+
+
+def test_split_layers_takes_the_given_sizes_and_keeps_the_even_cut():
+    # vLLM get_pp_indices with VLLM_PP_LAYER_PARTITION=19,21,20,20: start = sum(partitions[:rank]), end = start +
+    # partitions[rank] (0.33.0 `distributed/utils.py` L238-239): [0,19), [19,40), [40,60), [60,80)
+    assert split_layers(80, 4, (19, 21, 20, 20)) == [(0, 19), (19, 40), (40, 60), (60, 80)]
+    # unset: its own cut, the remainder before the last stage (61 over 4: 15, 15, 16, 15, the log's
+    # "Hidden layers were unevenly partitioned: [15,15,16,15]")
+    assert [b - a for a, b in split_layers(61, 4)] == [15, 15, 16, 15]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_uneven_split_binds_on_its_largest_stage(engine):
+    # Llama-3.1-70B in bf16 at tp 1: a layer caches K and V of 8 heads x 128 dims x 2 B = 2 x 8 x 128 x 2
+    # = 4,096 B a token. Split 19,21,20,20 the second stage holds 21 layers, the most, with 21 x 4,096 = 86,016 B a
+    # token; the even split's stages hold 20 layers, 81,920 B. Its weights (21 of the 80 layers' ~0.86 B parameters
+    # each) also exceed the first stage's (19 layers + the 128,256 x 8,192 embedding), so it binds.
+    plan = _plan(engine, "19,21,20,20")
+    assert plan.deployment.stage_layers == (19, 21, 20, 20)
+    assert [s.layers for s in plan.stages] == [(0, 19), (19, 40), (40, 60), (60, 80)]
+    assert plan.binding_stage.layers == (19, 40)
+    assert plan.kv_bytes_per_token_per_gpu == 86_016
+    even = resolve_engine(engine).result(_llama70b(), H100, Deployment(1, 4), Request(8192)).plan
+    assert even.kv_bytes_per_token_per_gpu == 81_920
+    assert plan.kv_cache_tokens < even.kv_cache_tokens  # the 21-layer stage holds fewer tokens
+    assert any("19,21,20,20 as given" in w.message for w in plan.warnings)
+
+
+def test_vllm_blocks_follow_the_binding_stage():
+    # vLLM keeps the minimum of its workers' num_gpu_blocks (kv_cache_utils v0.11.0 L1286): the 21-layer stage's,
+    # its budget over a block id of 16 tokens x 86,016 B = 1,376,256 B
+    eng = resolve_engine("vllm", None, ["pp_layer_partition=19,21,20,20"])
+    res = eng.result(_llama70b(), H100, Deployment(1, 4), Request(8192))
+    blocks = {f.label: f.value for f in res.capacity.lines}["num_gpu_blocks"]
+    assert blocks == res.plan.binding_stage.kv_memory_bytes // 1_376_256
+
+
+@pytest.mark.parametrize("split, pp, words", [
+    ("19,21,20", 4, "names 3 stages, not pp=4"),  # get_pp_indices: len(partitions) does not match pp_size
+    ("19,21,20,21", 4, "sums to 81 layers, not the model's 80"),  # sum(partitions) does not match num_hidden_layers
+    ("0,40,20,20", 4, "leaves a stage without layers"),  # the engines take it; kvplan plans no empty stage
+    ("-1,41,20,20", 4, "leaves a stage without layers"),
+    ("19,21,20,20", 1, "names 4 stages, not pp=1"),
+])
+def test_refusals(split, pp, words):
+    with pytest.raises(KvplanError, match=words):
+        _plan("vllm", split, pp)
+
+
+def test_malformed_and_unread_refused():
+    with pytest.raises(KvplanError, match="whole numbers of layers"):
+        _plan("sglang", "19;21;20;20")
+    for engine in ("trtllm", "llama.cpp"):
+        with pytest.raises(KvplanError, match=f"not modelled for {engine}"):
+            resolve_engine(engine, None, ["pp_layer_partition=40,40"])
+    # VLLM_PP_LAYER_PARTITION is first read in 0.5.4 (envs.py L254-255); 0.5.3's get_pp_indices reads no variable
+    with pytest.raises(KvplanError, match="before 0.5.4"):
+        resolve_engine("vllm", "0.5.3", ["pp_layer_partition=40,40"])
+    assert resolve_engine("vllm", "0.5.4", ["pp_layer_partition=40,40"])
+
+
+def test_fit_cli_prints_the_split_and_refuses_in_one_line():
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    args = ["fit", "llama-3-70b", "--gpu", "h100", "--ctx", "8k", "--engine", "vllm", "--pp", "4"]
+    res = CliRunner().invoke(app, [*args, "--engine-opt", "pp_layer_partition=19,21,20,20"])
+    assert res.exit_code == 0, res.output
+    assert "layers per pipeline stage 19,21,20,20 as given" in res.output
+    assert "layers 19-39" in res.output  # the binding stage shown: layers 19..39, 21 of them
+    bad = CliRunner().invoke(app, [*args, "--engine-opt", "pp_layer_partition=20,20,40"])
+    assert bad.exit_code != 0 and "Traceback" not in bad.output
+    assert "names 3 stages, not pp=4" in bad.output
+
+
+def test_check_log_reads_the_split_from_the_command_line():
+    # vllm-project/vllm#34076: `VLLM_PP_LAYER_PARTITION=16,32 ... vllm serve ... --pipeline-parallel-size 2` on a
+    # 48-layer Qwen3-Coder-30B-A3B: the deployment checked is pp 2 with 16 and 32 layers, said in the notes
+    from pathlib import Path
+
+    from kvplan.engines.logparse import parse_log
+    from kvplan.engines.logrecord import logged_deployment
+
+    log = Path(__file__).parent / "fixtures/logs/corpus/vllm-34076-qwen3-coder-30b-fp8-pp2.log"
+    rec = parse_log(log.read_text())
+    notes: list[str] = []
+    dep = logged_deployment(rec, None, notes)
+    assert (dep.pp, dep.stage_layers) == (2, (16, 32))
+    assert "layers per stage 16,32 (from the log: VLLM_PP_LAYER_PARTITION=16,32)" in notes[-1]
+    # a split that does not fit the model planned against it is refused in one line, not planned evenly
+    with pytest.raises(KvplanError, match="sums to 48 layers, not the model's 80"):
+        resolve_engine("vllm").result(_llama70b(), H100, Deployment(1, 2, stage_layers=(16, 32)), Request(8192))

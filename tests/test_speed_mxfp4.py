@@ -1,8 +1,8 @@
 """The precision SGLang's, vLLM's and TensorRT-LLM's MXFP4 MoE kernels multiply in, by GPU and release
 (kvplan.speed.mxfp4), and the GEMM rate a Shape reads with it. The rules are read in the sglang 0.5.1.post3,
-0.5.4.post2, 0.5.6 and 0.5.23 wheels, the vllm 0.10.2 and 0.11.0 wheels and TensorRT-LLM's model_config.py (the
-module's docstring); the rates are the GPU profiles' (their measured matmul rate, MAMF, as each profile's comment
-states)."""
+0.5.4.post2, 0.5.6 and 0.5.23 wheels, the vllm 0.10.1.1, 0.10.2, 0.11.0 and 0.17.0 wheels and TensorRT-LLM's
+model_config.py (the module's docstring); the rates are the GPU profiles' (their measured matmul rate, MAMF, as each
+profile's comment states)."""
 
 import pytest
 
@@ -130,3 +130,36 @@ def test_the_grouped_term_keeps_the_mxfp4_weights_own_rate():
     # no rule (no engine): the kernel's precision is the weights' own, one rate for both (0: the GEMM rate's)
     plain = shape_for(GPT_OSS, h100)
     assert (plain.gemm_rate, plain.grouped_rate) == (1402.6e12, 0.0)
+
+
+def test_vllm_keeps_mxfp4_activations_bf16_on_amd_gpus():
+    """At the default environment vLLM on ROCm runs triton_kernels' matmul_ogs (0.10.1.1 apply L555-568; 0.11.0
+    get_mxfp4_backend L103-105; 0.17.0 L179-181: CK only on gfx950 under VLLM_ROCM_USE_AITER=1, envs.py L913-915
+    default off) with bf16 activations (`mxfp4_w4a16_moe_quant_config`, 0.17.0 L914-921): the bf16 rate, on a GPU with
+    FP4 (MI355X) as on one without (MI300X), and no Marlin (a CUDA kernel): no per-tile re-read."""
+    from kvplan.speed.mxfp4 import moe_block_m
+    mi300x, mi355x = find_gpu("mi300x"), find_gpu("mi355x")
+    for gpu, version in ((mi300x, "0.17.0"), (mi300x, "0.11.0"), (mi355x, "0.17.0"), (mi355x, None)):
+        assert mxfp4_precision("vllm", gpu, version) == "bf16"
+        assert moe_block_m("vllm", gpu, version) == 0
+    assert mxfp4_precision("vllm-inprocess", mi300x, "0.17.0") == "bf16"  # a harness's set reads its engine's rule
+    assert mxfp4_precision("vllm", mi300x, "0.10.0") is None  # before gpt-oss (0.10.1): no rule
+    assert mxfp4_precision("sglang", mi300x, "0.5.6") is None  # SGLang's and TensorRT-LLM's: no AMD rule read
+    assert mxfp4_precision("trtllm", mi355x, None) is None
+
+
+def test_vllm_on_amd_reads_the_bf16_rate_and_the_grouped_term_the_weights_own():
+    # the profiles' measured rates: MI300X bf16 668.4 T (MAMF, 51% of 1,307.4 T), fp8 1,273 T (AMD's hipBLASLt MAF;
+    # no FP4); MI355X bf16 1,565 T (63% of 2,500 T), FP4 at that share: 10,100 x 1,565 / 2,500 = 6,322.6 T.
+    # Before the AMD rule vLLM's gpt-oss GEMMs read MI300X's fp8 rate (1,273 T) and MI355X's FP4 one (6,322.6 T)
+    from kvplan.speed.terms import TERMS, features
+    mi300x = shape_for(GPT_OSS, find_gpu("mi300x"), engine="vllm", version="0.17.0")
+    assert (mi300x.gemm_rate, mi300x.grouped_rate) == (668.4e12, 1273e12)
+    mi355x = shape_for(GPT_OSS, find_gpu("mi355x"), engine="vllm", version="0.17.0")
+    assert (mi355x.gemm_rate, mi355x.grouped_rate) == (1565e12, pytest.approx(6322.6e12))
+    # one decode token: 4 experts touched x 2 x 896,106,240 parameters (36 layers' expert weights and biases, the
+    # test above) / 1,273e12 = 5.631e-06 s
+    f = features(mi300x, 1, 1, 0, 0)
+    assert f[TERMS.index("grouped")] == pytest.approx(4 * 2 * 896_106_240 / 1273e12)
+    sglang = shape_for(GPT_OSS, find_gpu("mi300x"), engine="sglang", version="0.5.6")  # no AMD rule: fp8, one rate
+    assert (sglang.gemm_rate, sglang.grouped_rate) == (1273e12, 0.0)

@@ -5,7 +5,8 @@ The GEMM term (kvplan.speed.terms.gemm_rate) runs MXFP4 weights at the GPU's FP4
 what a kernel taking 4- or 8-bit activations reaches. An engine whose MXFP4 MoE kernel keeps its activations in 16 bits
 (weight-only: the 4-bit weights widened in the kernel) multiplies at the bf16 rate instead, and one that quantizes
 its activations to MXFP8 runs an FP8 x FP4 MMA at the FP8 rate. `MXFP4_MOE` names the engines whose path is read here
-(their speed key, kvplan.speed.model.engine_key), each a function of (GPU capability, release) giving the precision.
+(their speed key, kvplan.speed.model.engine_key) by the GPU profile's vendor, each a function of (GPU capability,
+release) giving the precision.
 
 SGLang (gpt-oss from 0.5.0; read in the 0.5.1.post3, 0.5.4.post2, 0.5.6 and 0.5.23 wheels):
   * compute capability 10.x (and 12.x from 0.5.4): `moe_runner_backend` set to flashinfer_mxfp4 for an MXFP4
@@ -32,6 +33,24 @@ VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1", 0.10.2 L74-80; its apply() `assert x.dty
 0.10.2 L812-815, 0.11.0 L853). MXFP8 activations (mxfp8_quantize, 0.10.2 L818) only under
 VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8 or ..._MXFP8_CUTLASS (envs.py default "0", 0.10.2 L1006-1015): not a default,
 not read here. So the bf16 rate on every NVIDIA GPU.
+vLLM on ROCm (AMD; read in the 0.10.1.1, 0.11.0 and 0.17.0 wheels and at vllm-project/vllm@001eda31): at the default
+environment every MXFP4 MoE backend it picks there keeps the activations bf16: the bf16 rate on every AMD GPU too,
+gfx950 (MI355X, FP4 MFMA) included. 0.10.1.1 runs triton_kernel_moe_forward off CUDA
+(Mxfp4MoEMethod._should_use_marlin L123-135 is False on ROCm; apply L555-568); 0.11.0 get_mxfp4_backend `elif
+current_platform.is_rocm() and has_triton_kernels(): return Mxfp4Backend.TRITON` (L103-105); 0.17.0 L173-183 the
+same Triton (triton_kernels' matmul_ogs, the 4-bit weights widened in the kernel, `mxfp4_w4a16_moe_quant_config`,
+L914-921) but on gfx950 with VLLM_ROCM_USE_AITER=1 (envs.py L913-915, default off), where it runs CK: aiter's
+fused_moe on A16W4-shuffled weights with `activation_method` swiglu (L800-858, L1132-1151), which in aiter's
+`fused_moe_` (ROCm/aiter@00062184 aiter/fused_moe.py, a later stored version) keeps bf16 activations below 512 tokens
+on gfx950 and quantizes them to FP8 from 512: not a default, not read here. Without a backend the method asserts
+(0.11.0 L165, 0.17.0 L262): no other fallback. From the MoE oracle on (@001eda31
+vllm/model_executor/layers/fused_moe/oracle/mxfp4.py _get_priority_backends: "Only includes BF16 backends. MXFP8
+backends are selected via env vars") the same. `moe_block_m` stays 0 off NVIDIA: its per-tile re-read was read in
+Marlin, a CUDA kernel vLLM does not pick on ROCm, and is not priced for Triton's matmul_ogs on Hopper either. SGLang
+and TensorRT-LLM have no AMD rule here: the weight dtype's own rate. SGLang's AMD MXFP4 points in the corpus run AMD
+Quark's W4A4 checkpoint of DeepSeek-R1 (QuarkW4A4MXFp4MoE, sglang 0.5.9 wheel
+`srt/layers/quantization/quark/schemes/quark_w4a4_mxfp4_moe.py` L196-212: aiter's fused_moe at per_1x32 with silu,
+whose activations that `fused_moe_` quantizes to MXFP4), an FP4 x FP4 MMA: the FP4 rate the weight dtype gives.
 TensorRT-LLM (PyTorch backend; NVIDIA/TensorRT-LLM@1a0dc5f7:tensorrt_llm/_torch/model_config.py
 ModelConfig.get_mxfp4_quant_algo, called by load_hf_quant_config for `quant_method: mxfp4`): `get_sm_version() >= 100`
 gives W4A8_MXFP4_MXFP8 (CUTLASS, TRTLLM MoE backends) or W4A8_MXFP4_FP8 (TRITON): 8-bit activations, the FP8 rate;
@@ -78,22 +97,24 @@ def _trtllm(cap: tuple[int, int], version) -> str | None:
     return "fp8" if cap[0] >= 10 else "bf16"  # W4A8_MXFP4_(MX)FP8 from SM100, W4A16_MXFP4 below
 
 
-MXFP4_MOE = {"sglang": _sglang, "vllm": _vllm, "trtllm": _trtllm}
+MXFP4_MOE = {"NVIDIA": {"sglang": _sglang, "vllm": _vllm, "trtllm": _trtllm},
+             "AMD": {"vllm": _vllm}}  # by the profile's vendor: on ROCm vLLM's Triton / CK A16W4, bf16 activations
 
 
 def mxfp4_precision(engine_key: str | None, gpu, version=None) -> str | None:
     """The precision ("bf16" or "fp8") `engine_key`'s MXFP4 MoE kernels multiply in on `gpu` at `version` (None: a
-    current release), or None where this module has no rule (another engine, a GPU off NVIDIA or known only by its
-    memory): the weight dtype's own rate then (kvplan.speed.terms.gemm_rate). An older era's or a harness's key
+    current release), or None where this module has no rule (another engine, another vendor's GPU, one known only by
+    its memory): the weight dtype's own rate then (kvplan.speed.terms.gemm_rate). An older era's or a harness's key
     ("sglang<0.5.14", what `fit --engine sglang --engine-version 0.5.6` prices with) reads its engine's rule."""
-    return _nvidia_rule(MXFP4_MOE, engine_key, gpu, version)
+    return _rule(MXFP4_MOE, engine_key, gpu, version)
 
 
-def _nvidia_rule(table: dict, engine_key: str | None, gpu, version):
-    """`table`'s rule for the engine of `engine_key` (an era's or a harness's key reads its engine's) at `gpu`'s
-    compute capability and `version`; None where it has none, or the GPU is off NVIDIA or known only by its memory."""
-    rule = table.get(engine_of(engine_key or ""))
-    if rule is None or vendor_of(gpu) != "NVIDIA":
+def _rule(tables: dict, engine_key: str | None, gpu, version):
+    """The rule of `tables` for `gpu`'s vendor and the engine of `engine_key` (an era's or a harness's key reads its
+    engine's) at `gpu`'s compute capability (AMD: its gfx target's, "gfx942" -> (9, 4)) and `version`; None where
+    there is none, or the GPU is known only by its memory."""
+    rule = tables.get(vendor_of(gpu), {}).get(engine_of(engine_key or ""))
+    if rule is None:
         return None
     cap = capability_of(gpu)
     return rule(cap, version) if cap is not None else None
@@ -111,7 +132,7 @@ def _vllm_block(cap: tuple[int, int], version) -> int:
     return MARLIN_BLOCK_M
 
 
-MOE_BLOCK = {"vllm": _vllm_block}
+MOE_BLOCK = {"NVIDIA": {"vllm": _vllm_block}}  # Marlin is CUDA's: no AMD rule
 
 
 def moe_block_m(engine_key: str | None, gpu, version=None) -> int:
@@ -124,4 +145,4 @@ def moe_block_m(engine_key: str | None, gpu, version=None) -> int:
     vllm/model_executor/layers/fused_moe/fused_marlin_moe.py, a later stored version than the corpus's 0.10-0.11, the
     one the code index holds), run on every NVIDIA GPU but compute capability 10.x (FlashInfer) and 9.x from 0.12.0
     (triton_kernels bundled), as kvplan.engines.vllm.mxfp4 restates get_mxfp4_backend by release."""
-    return _nvidia_rule(MOE_BLOCK, engine_key, gpu, version) or 0
+    return _rule(MOE_BLOCK, engine_key, gpu, version) or 0

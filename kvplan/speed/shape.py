@@ -36,6 +36,7 @@ from kvplan.speed.mlaform import as_run, mla_heads_per_rank
 from kvplan.speed.model import (absorbed_prefill, custom_allreduce_bytes, engine_key, gemm_kernels,
                                 measured_allreduce_kernel)
 from kvplan.speed.mxfp4 import moe_block_m, mxfp4_precision
+from kvplan.speed.recurrent import recurrent_flops
 from kvplan.speed.terms import Shape, allreduce_table, fabric_latency, gemm_rate, link
 
 _BIG = 1 << 40
@@ -159,7 +160,7 @@ def model_terms(spec, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = No
         kv_bytes_per_token=prof.growth_bytes_per_token(), kv_windows=windows, kv_topk=kv_topk, attn_topk=attn_topk,
         state_bytes_per_seq=prof.state_bytes_per_sequence(),
         flops_per_token=2.0 * (active_dense / tp + p.experts_active / spread), head_flops=2.0 * head / tp,
-        plain_head=not gguf(weight_dtype or spec.quantization.method),
+        plain_head=not gguf(weight_dtype or spec.quantization.method), recurrent_flops=recurrent_flops(spec.layers, tp),
         attn_flops_per_pair=pairs, attn_prefill_flops_per_pair=prefill_pairs, decompress_flops=decompress,
         layers=spec.num_layers, hidden=spec.hidden_size, tp=tp, ep=ep,
         moe_layers=p.num_moe_layers, ep_replicas=max(1, dp) if ep > 1 and p.num_experts else 1,
@@ -244,6 +245,7 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
         rate_of = ggml_rate_of(gpu)
         paths, missing = ggml_paths(gpu, stored, dense, rate_of, date)
         bf16 = ggml_attention_rate(gpu, rate_of)  # its attention's two accumulators
+        terms = {**terms, "recurrent_flops": 0.0}  # its Gated DeltaNet scan is serial FP32 (kvplan.speed.recurrent)
     # a rank's KV heads as the engine's MLA default reads them, over its whole tp size (`tp_size`: attention-DP ranks
     # included; None: terms' tp), by the rule kvplan.engines.sglang.attention reads for the page and the aiter cut
     heads = mla_heads_per_rank(spec, tp_size or terms["tp"])

@@ -12,10 +12,10 @@ the order of `TERMS`:
              back once; llama.cpp's attention scores without FlashAttention, kvplan.speed.ggml) / bandwidth
   gemm       2 x active parameters x tokens (the LM head apart) / the weight dtype's dense rate (fp8 or fp4 where the
              profile has it: `dense_flops`), the 16-bit rate otherwise (the dtype the run computes in, bf16 or fp16:
-             kvplan.speed.compute_dtype; `bf16_rate` below is that rate, named for the usual case), and the
-             modules a quantized checkpoint keeps in the model dtype (its exclusion list, MXFP4's dense layers, the
-             LM head) at that 16-bit rate
-             (kvplan.speed.shape.plain_gemm; gemm_seconds); the rate is the profile's measured
+             kvplan.speed.compute_dtype; `bf16_rate` below is that rate, named for the usual case), and the modules
+             a quantized checkpoint keeps in the model dtype (its exclusion list, MXFP4's dense layers, the LM head)
+             at that 16-bit rate (kvplan.speed.shape.plain_gemm; gemm_seconds), as a Gated DeltaNet layer's
+             chunked recurrence (`recurrent_flops` a token: kvplan.speed.recurrent); the rate is the profile's measured
              `achieved_dense_flops` where it has one (kvplan.speed.compute_dtype.read_flops), the datasheet's otherwise.
              The LM head's 2 x vocab x hidden / tp (tied or not) only for the positions whose logits the step
              computes (`sampled`: one a sequence in the step, head_rows), not for every prompt token. A Shape with
@@ -116,9 +116,9 @@ class Shape:
     state_bytes_per_seq: int = 0  # a sequence's fixed state on this rank (Mamba / linear attention, DeepSeek-V4)
     flops_per_token: float = 0.0  # 2 x active parameters on this rank, the LM head apart
     plain_flops: float = 0.0  # of them, those of modules the checkpoint keeps in the model dtype: at bf16_rate
+    recurrent_flops: float = 0.0  # a token's in Gated DeltaNet layers' chunked recurrence, at bf16_rate (recurrent)
     head_flops: float = 0.0  # the LM head's 2 x vocab x hidden / tp, per position whose logits a step computes
-    # the LM head runs at bf16_rate (every checkpoint but a GGUF file, whose output is quantized)
-    plain_head: bool = True
+    plain_head: bool = True  # the LM head runs at bf16_rate (every checkpoint but a GGUF file, its output quantized)
     plain_decompress: float = 0.0  # of decompress_flops, those of a kept attention's kv_b_proj: at bf16_rate
     attn_flops_per_pair: float = 0.0  # 4 x heads on this rank x head dim, over attention layers: a decode query's
     attn_prefill_flops_per_pair: float | None = None  # a prefill query's (MLA decompressed); None: the same
@@ -353,8 +353,7 @@ def head_rows(seqs: float, steps: float = 1.0) -> float:
     `hidden_states[cumsum(extend_seq_lens) - 1]`, one a request (sgl-project/sglang@5993251f:python/sglang/srt/
     layers/logits_processor.py, _get_pruned_states); llama.cpp: only the tokens a batch marks for output, "the output
     only for the last token" where it marks none (llama_batch_get_one, llama-bench's pp test:
-    ggml-org/llama.cpp@21e9bbe2:
-    src/llama-batch.cpp, llama_batch_allocr::init)."""
+    ggml-org/llama.cpp@21e9bbe2:src/llama-batch.cpp, llama_batch_allocr::init)."""
     return seqs * steps
 
 
@@ -363,12 +362,13 @@ def gemm_seconds(s: Shape, tokens: float, prefill_context: float, rate: float, s
     """The GEMM term at coefficient 1: the checkpoint's quantized modules' FLOPs at `rate` (its weight dtype's, or
     a llama.cpp path's, with its MoE tiles' padded columns over `steps` steps: ggml.padded_expert_flops), those it
     keeps in the model dtype (`plain_flops`, `plain_decompress`: kvplan.speed.shape.plain_gemm) at the bf16 rate; the
-    LM head's over `sampled` positions (at the bf16 rate but in a GGUF file, `plain_head`)."""
+    LM head's over `sampled` positions (at the bf16 rate but in a GGUF file, `plain_head`), `recurrent_flops` at it."""
     if not rate:
         return 0.0
     head = s.head_flops * sampled
     plain = s.plain_flops * tokens + s.plain_decompress * prefill_context + (head if s.plain_head else 0.0)
     quantized = s.flops_per_token * tokens + s.decompress_flops * prefill_context + head - plain
+    plain += s.recurrent_flops * tokens  # no weight's: the layers' chunked recurrence (kvplan.speed.recurrent)
     padded = steps * padded_expert_flops(s, tokens / steps) if s.paths and steps else 0.0
     return (quantized + padded) / rate + plain / (s.bf16_rate or rate)
 

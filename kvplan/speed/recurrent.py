@@ -1,0 +1,52 @@
+"""The FLOPs a Gated DeltaNet layer's chunked recurrence spends per token on one rank (Shape.recurrent_flops).
+
+vLLM and SGLang run a Gated DeltaNet layer's prompt through flash-linear-attention's `chunk_gated_delta_rule`
+(vendored: sgl-project/sglang@06beed9248805850f62d1d41c90f37dbc0b4c9d9:python/sglang/srt/layers/attention/fla/
+chunk.py, `chunk_gated_delta_rule_fwd`; fla-org/flash-linear-attention@f03cb3ae6a6a4dc0c3a7792ae1dcb6c42de2d2d2:
+fla/ops/gated_delta_rule/chunk.py L19-70), in chunks of C = 64 tokens, each kernel a `tl.dot` on tensor cores with
+16-bit inputs, per value head (the key heads' q and k are shared by i_h // (H // Hg), not by fewer dots):
+
+  chunk_scaled_dot_kkt_fwd   A = beta K K^T            C x C x d_k per chunk   2 C d_k a token
+  recompute_w_u_fwd          w = A (k beta g), u = A (v beta)                  2 C d_k + 2 C d_v
+  chunk_gated_delta_rule_fwd_h  v_new = u - w h, h += k^T v_new               2 d_k d_v + 2 d_k d_v
+  chunk_fwd_o                o = q h + (q k^T, causal) v_new                   2 d_k d_v + 2 C d_k + 2 C d_v
+
+(fla@f03cb3ae: fla/ops/common/chunk_scaled_dot_kkt.py L61, fla/ops/gated_delta_rule/wy_fast.py L180 and L188,
+fla/ops/common/chunk_delta_h.py L128-176, fla/ops/common/chunk_o.py L89, L91 and L110; SGLang's copies:
+chunk_scaled_dot_kkt.py@d1d84280, wy_fast.py@454e84da, chunk_o.py@b21002eb): 6 C d_k + 4 C d_v + 6 d_k d_v FLOPs a
+token a value head, priced at the 16-bit rate (Shape.bf16_rate) in the `gemm` term. Left out, each under 2% of it at
+Qwen3-Next's d_k = d_v = 128: solve_tril's inverse of the C x C triangle (fla/ops/utils/solve_tril.py L175-195,
+sixteen 16 x 16 x 16 FP32 dots and four 16 x 16 substitutions a chunk, about 2,300 FLOPs a token), the gating and the
+cumulative sums (elementwise), and the causal conv1d (2 x kernel x conv width a token); chunk_fwd_o recomputes
+q k^T for each of its V / BV value blocks where its autotuned BV is under d_v, which is not counted either. A
+decode token runs `fused_recurrent` (about 7 d_k d_v scalar FLOPs a token a head), priced here at the chunked count
+too: a decode step is bound by the state's read (the `kv` term), and these FLOPs are a small part of its GEMM's.
+
+llama.cpp runs no chunked kernel: ggml's GATED_DELTA_NET on CUDA and HIP scans the tokens one after another in FP32
+on the CUDA cores (ggml-org/ggml@36ae4059ee87885f0e606a2ec7b1a227ad0caf85:src/ggml-cuda/gated_delta_net.cu L50-80,
+synced from ggml-org/llama.cpp#19504, March 2026; "TODO: Add chunked kernel for even faster pre-fill" at
+ggml-org/ggml@d99724f2:src/ggml-cuda/gated_delta_net.cu L180), 7 d_k d_v FLOPs a token a head, under 1% of a step's
+time at the CUDA-core FP32 rate: its cost is its serial chain over the tokens, which FLOPs do not price, so a llama.cpp
+Shape carries none (kvplan.speed.shape.on_gpu). Mamba-2's SSD scan, Kimi-Linear's KDA and MiniMax's lightning
+attention are not counted here (0): their chunked kernels are not read yet.
+"""
+
+from __future__ import annotations
+
+from kvplan.model.recurrent import recurrent_states
+
+CHUNK = 64  # chunk_gated_delta_rule_fwd's chunk_size (chunk_local_cumsum(g, chunk_size=64), BT = 64)
+
+
+def gdn_flops_per_head(key_dim: int, value_dim: int, chunk: int = CHUNK) -> int:
+    """FLOPs one value head of a Gated DeltaNet layer spends on one prompt token in fla's chunked forward: the
+    module docstring's 6 C d_k + 4 C d_v + 6 d_k d_v."""
+    return 6 * chunk * key_dim + 4 * chunk * value_dim + 6 * key_dim * value_dim
+
+
+def recurrent_flops(layers, tp: int = 1) -> float:
+    """FLOPs a token spends on one rank in the chunked recurrences of these layers: every Gated DeltaNet layer's
+    value heads / tp (vLLM and SGLang shard them over tp) x gdn_flops_per_head; 0 for every other kind."""
+    return sum(layer.value_heads / tp * gdn_flops_per_head(layer.key_head_dim, layer.value_head_dim)
+               for layer in recurrent_states(layers)
+               if layer.variant == "gated_deltanet" and layer.value_heads and layer.key_head_dim)

@@ -4,7 +4,10 @@ vLLM and SGLang run a Gated DeltaNet layer's prompt through flash-linear-attenti
 (vendored: sgl-project/sglang@06beed9248805850f62d1d41c90f37dbc0b4c9d9:python/sglang/srt/layers/attention/fla/
 chunk.py, `chunk_gated_delta_rule_fwd`; fla-org/flash-linear-attention@f03cb3ae6a6a4dc0c3a7792ae1dcb6c42de2d2d2:
 fla/ops/gated_delta_rule/chunk.py L19-70), in chunks of C = 64 tokens, each kernel a `tl.dot` on tensor cores with
-16-bit inputs, per value head (the key heads' q and k are shared by i_h // (H // Hg), not by fewer dots):
+16-bit inputs, per value head (the key heads' q and k are shared by i_h // (H // Hg), not by fewer dots);
+TensorRT-LLM's PyTorch backend vendors the same kernels (NVIDIA/TensorRT-LLM@0249976575050d2c624a5f285683c66de311a3b7:
+tensorrt_llm/_torch/modules/fla/chunk.py), as vLLM does (vllm-project/vllm@8744bb0924a53c0d16867426b8b17428d41e4002:
+vllm/model_executor/layers/fla/ops/chunk.py), so every engine but llama.cpp is priced so:
 
   chunk_scaled_dot_kkt_fwd   A = beta K K^T            C x C x d_k per chunk   2 C d_k a token
   recompute_w_u_fwd          w = A (k beta g), u = A (v beta)                  2 C d_k + 2 C d_v
@@ -17,8 +20,9 @@ chunk_scaled_dot_kkt.py@d1d84280, wy_fast.py@454e84da, chunk_o.py@b21002eb): 6 C
 token a value head, priced at the 16-bit rate (Shape.bf16_rate) in the `gemm` term. Left out, each under 2% of it at
 Qwen3-Next's d_k = d_v = 128: solve_tril's inverse of the C x C triangle (fla/ops/utils/solve_tril.py L175-195,
 sixteen 16 x 16 x 16 FP32 dots and four 16 x 16 substitutions a chunk, about 2,300 FLOPs a token), the gating and the
-cumulative sums (elementwise), and the causal conv1d (2 x kernel x conv width a token); chunk_fwd_o recomputes
-q k^T for each of its V / BV value blocks where its autotuned BV is under d_v, which is not counted either. A
+cumulative sums (elementwise), and the causal conv1d (2 x kernel x conv width a token). chunk_fwd_o forms q K^T
+once for each of its d_v / BV value blocks: SGLang's copy fixes BV = 64 (chunk_o.py@b21002eb `chunk_fwd_o`), so at
+d_v = 128 it does so twice, 2 C d_k more a token (9% of the count), not counted (fla's own autotunes BV). A
 decode token runs `fused_recurrent` (about 7 d_k d_v scalar FLOPs a token a head), priced here at the chunked count
 too: a decode step is bound by the state's read (the `kv` term), and these FLOPs are a small part of its GEMM's.
 

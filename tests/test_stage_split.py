@@ -74,6 +74,10 @@ def test_refusals(split, pp, words):
 def test_malformed_and_unread_refused():
     with pytest.raises(KvplanError, match="whole numbers of layers"):
         _plan("sglang", "19;21;20;20")
+    # the engines' int(layer) on each item refuses a trailing or doubled underscore ("Invalid partition string")
+    for split in ("19_,21,20,20", "1__9,21,20,20"):
+        with pytest.raises(KvplanError, match="whole numbers of layers"):
+            _plan("vllm", split)
     for engine in ("trtllm", "llama.cpp"):
         with pytest.raises(KvplanError, match=f"not modelled for {engine}"):
             resolve_engine(engine, None, ["pp_layer_partition=40,40"])

@@ -145,5 +145,5 @@ def check_pp(version: str, pp: int) -> None:
     """A one-line refusal of pipeline stages in a release without them (PP_FROM)."""
     if pp > 1 and release_post(version) < PP_FROM:
         raise KvplanError(f"{arg('pp')} {pp} with {arg('engine')} sglang {version}: SGLang has no pipeline "
-                          "parallelism before 0.4.6.post2 (no --pp-size); give --engine-version 0.4.6.post2 or later",
-                          EXIT_USAGE, param="pp", value=pp)
+                          "parallelism before 0.4.6.post2 (its server arguments have no pp_size); give "
+                          f"{arg('engine_version')} 0.4.6.post2 or later", EXIT_USAGE, param="pp", value=pp)

@@ -74,6 +74,10 @@ def test_refusals(split, pp, words):
 def test_malformed_and_unread_refused():
     with pytest.raises(KvplanError, match="whole numbers of layers"):
         _plan("sglang", "19;21;20;20")
+    # the engines' int(layer) on each item refuses a trailing or doubled underscore ("Invalid partition string")
+    for split in ("19_,21,20,20", "1__9,21,20,20"):
+        with pytest.raises(KvplanError, match="whole numbers of layers"):
+            _plan("vllm", split)
     for engine in ("trtllm", "llama.cpp"):
         with pytest.raises(KvplanError, match=f"not modelled for {engine}"):
             resolve_engine(engine, None, ["pp_layer_partition=40,40"])
@@ -115,3 +119,17 @@ def test_check_log_reads_the_split_from_the_command_line():
     # a split that does not fit the model planned against it is refused in one line, not planned evenly
     with pytest.raises(KvplanError, match="sums to 48 layers, not the model's 80"):
         resolve_engine("vllm").result(_llama70b(), H100, Deployment(1, 2, stage_layers=(16, 32)), Request(8192))
+
+
+def test_sglang_before_pp_size_refuses_pipeline_stages():
+    # SGLang's --pp-size first appears in 0.4.6.post2 (server_args.py L656; its models call get_pp_indices); the
+    # 0.4.0, 0.4.3.post4, 0.4.5.post3, 0.4.6 and 0.4.6.post1 wheels have no such flag and call get_pp_indices nowhere
+    for version in ("0.4.0", "0.4.3", "0.4.6.post1"):
+        eng = resolve_engine("sglang", version)
+        with pytest.raises(KvplanError, match="no pipeline parallelism before 0.4.6.post2") as e:
+            eng.result(_llama70b(), H100, Deployment(1, 4), Request(8192))
+        assert "\n" not in str(e.value)
+        eng.result(_llama70b(), H100, Deployment(4, 1), Request(8192))  # tp alone plans
+    resolve_engine("sglang", "0.4.6.post2").result(_llama70b(), H100, Deployment(1, 4), Request(8192))
+    with pytest.raises(KvplanError, match="not modelled for sglang before 0.4.6"):
+        resolve_engine("sglang", "0.4.3", ["pp_layer_partition=80"])

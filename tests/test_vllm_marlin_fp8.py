@@ -309,3 +309,16 @@ def test_compressed_tensors_w8a16_routed_experts_are_refused():
         assert e.value.exit_code == EXIT_USAGE and "\n" not in str(e.value)
     w8a8 = dataclasses.replace(moe, quantization=Quantization("fp8", 0, quant_method="compressed-tensors"))
     api.plan(w8a8, gpu="h100-sxm", engine="vllm", engine_version="0.19.0", context=4096)  # W8A8 experts: loads
+
+
+def test_compressed_tensors_w8a16_refused_on_amd():
+    # init_wfp8_a16_linear_kernel's ROCm list is empty from 0.20.0 ("To be added": 0.20.0 kernels/linear/__init__.py
+    # L204-210, 0.24.0 L343-349, 0.33.0 L522-529), so choose_scaled_mm_linear_kernel raises; 0.10.0-0.19.x run the
+    # scheme's prepare_fp8_layer_for_marlin on ROCm as on CUDA, not read there: both refused, the W8A8 scheme planned
+    model = _ct_w8a16()
+    for version, words in (("0.24.0", "cannot load.*no ROCm kernel"), ("0.33.0", "cannot load"),
+                           ("0.19.0", "is not planned: .*not read on ROCm")):
+        with pytest.raises(KvplanError, match=words) as e:
+            api.plan(model, gpu="mi300x", engine="vllm", engine_version=version, context=4096)
+        assert e.value.exit_code == EXIT_USAGE and "\n" not in str(e.value)
+    api.plan(_ct_channel(), gpu="mi300x", engine="vllm", engine_version="0.24.0", context=4096)  # W8A8: planned

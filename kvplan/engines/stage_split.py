@@ -6,13 +6,16 @@ The engines read it from the environment, in the wheels:
     (0.5.4); the same checks in 0.6.6 (L67-80), 0.7.3 (L69-82), 0.8.5 (L85-98), 0.10.1 and 0.11.0 (L104-117),
     0.17.0 (L110-121) and 0.33.0 (L214-223).
     0.5.1-0.5.3 have get_pp_indices but read no variable, so a release before 0.5.4 is refused.
-  * SGLang, SGLANG_PP_LAYER_PARTITION, in every release kvplan models: `srt/distributed/utils.py` get_pp_indices,
-    0.4.0 L70-81, 0.4.9 and 0.5.3 L71-82, 0.5.10 L107-118, 0.5.23 L118-133.
-Both parse a comma list of integers ("Invalid partition string" otherwise) and raise where its count is not pp
-(`len(partitions)=... does not match pp_size=...`) or its sum not the layers (`sum(partitions)=... does not match
-num_hidden_layers=...`); kvplan refuses the same, before any work. Neither refuses a stage of 0 layers (or a negative
-count that the others make up): kvplan plans no stage without layers and refuses it. SGLang 0.5.23 ignores the
-variable at pp 1 (L119-122, for a drafter's one-stage group); kvplan still asks for one count per stage there.
+  * SGLang, SGLANG_PP_LAYER_PARTITION, from 0.4.6.post2, its first release with pipeline stages (--pp-size:
+    kvplan.engines.sglang.layout.check_pp refuses pp > 1 before it): `srt/distributed/utils.py` get_pp_indices,
+    0.4.9 and 0.5.3 L71-82, 0.5.10 L107-118, 0.5.23 L118-133 (0.4.0 defines it at L70-81 but calls it nowhere), so
+    the option is refused before 0.4.6.
+Both parse a comma list with Python's int() on each item ("Invalid partition string" otherwise; kvplan reads it
+alike) and raise where its count is not pp (`len(partitions)=... does not match pp_size=...`) or its sum not the
+layers (`sum(partitions)=... does not match num_hidden_layers=...`); kvplan refuses the same, before any work.
+Neither refuses a stage of 0 layers (or a negative count that the others make up): kvplan plans no stage without
+layers and refuses it. SGLang 0.5.23 ignores the variable at pp 1 (L119-122, for a drafter's one-stage group);
+kvplan still asks for one count per stage there.
 TensorRT-LLM, llama.cpp and transformers: kvplan reads no such setting of theirs, so the option is refused.
 """
 
@@ -33,7 +36,7 @@ def read(opts: dict) -> tuple[int, ...] | None:
         return None
     text = str(opts[OPT]).strip()
     try:
-        return tuple(int(x.replace("_", "")) for x in text.split(","))
+        return tuple(int(x) for x in text.split(","))  # as the engines parse it: `int(layer)` for each
     except ValueError:
         raise _refused(text, "must be whole numbers of layers per pipeline stage, separated by commas (19,21,20,20), "
                              f"got {text!r}") from None

@@ -1,10 +1,12 @@
 """An engine's release read and checked: `parse_version` ('v0.20.1rc1' -> (0, 20, 1); a development build, the
-release before it: kvplan.core.releases, the reading the speed layer shares), the note saying how a version that is
-not a plain release was read (`reading`), and the version to model within an engine's range of numbered releases
-(`check_version`) or among its named eras (`check_version_name`).
+release before it: kvplan.core.releases, the reading the speed layer shares), with its post number (`release_post`),
+the note saying how a version that is not a plain release was read (`reading`), and the version to model within an
+engine's range of numbered releases (`check_version`) or among its named eras (`check_version_name`).
 """
 
 from __future__ import annotations
+
+import re
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.releases import NUMBERED, SERIES_END, release_of, release_part, stripped
@@ -18,6 +20,13 @@ def parse_version(text: str) -> tuple[int, ...]:
         raise KvplanError(f"cannot read engine version {text!r} (expected e.g. 0.11.0)", EXIT_USAGE,
                           param="engine_version", value=text)
     return v
+
+
+def release_post(version: str) -> tuple[tuple[int, ...], int]:
+    """(release, post number) of a version, for a rule that starts at a post-release (SGLang's .postN builds):
+    '0.4.6.post2' -> ((0, 4, 6), 2), '0.4.6' -> ((0, 4, 6), 0)."""
+    post = re.search(r"\.post(\d+)", str(version))
+    return parse_version(version), int(post.group(1)) if post else 0
 
 
 def reading(engine: str, version: str | None) -> str | None:

@@ -47,9 +47,9 @@ def split_layers(n: int, pp: int, sizes: tuple[int, ...] | None = None) -> list[
     Deployment's stage_layers, checked by stage_split_problem), else as vLLM cuts them (`get_pp_indices`,
     vllm/distributed/utils.py, 0.8.5 on): n // pp each, the remainder one layer apiece to the stages before the
     last, from the second-to-last backwards (61 layers over 4: 15, 15, 16, 15). Not yet followed: vLLM before 0.8
-    (the 0.5.4, 0.6.6 and 0.7.3 wheels) and SGLang 0.4.0-0.5.5 give the whole remainder to the last stage, SGLang
-    0.5.6-0.5.23 one layer each to the last ones (their wheels' get_pp_indices); a user states theirs with
-    pp_layer_partition."""
+    (the 0.5.4, 0.6.6 and 0.7.3 wheels) and SGLang 0.4.6.post2-0.5.5 (its first releases with pipeline stages) give
+    the whole remainder to the last stage, SGLang 0.5.6-0.5.23 one layer each to the last ones (their wheels'
+    get_pp_indices); a user states theirs with pp_layer_partition."""
     if sizes is None:
         base, extra = divmod(n, pp)
         sizes = tuple(base + (1 if pp - 1 - extra <= i < pp - 1 else 0) for i in range(pp))

@@ -30,7 +30,7 @@ import re
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.options import opt_bool, opt_int
 from kvplan.engines.sglang import multimodal as sglang_mm
-from kvplan.engines.versions import parse_version
+from kvplan.engines.versions import parse_version, release_post
 from kvplan.hardware.facts import capability_of, vendor_of
 
 # Under DP attention each worker's scheduler takes the server's chunked_prefill_size after __post_init__ has cut it:
@@ -49,9 +49,7 @@ def dp_chunk_divisor(version: str | None, dp: int) -> int:
         return 1
     if version is None:
         return dp
-    post = re.search(r"\.post(\d+)", str(version))
-    at = (parse_version(version), int(post.group(1)) if post else 0)
-    return 2 if at < DP_CHUNK_BY_DP_FROM else dp
+    return 2 if release_post(version) < DP_CHUNK_BY_DP_FROM else dp
 
 
 def capacity_mib(gpu) -> float:

@@ -195,7 +195,7 @@ def k_size_gib(tokens: int, model, tp: int, kv_dtype: DType, st: Settings, pp: i
 class Sglang(Engine):
     name = "sglang"
     display_name = "SGLang"
-    stage_split_env, stage_split_since = "SGLANG_PP_LAYER_PARTITION", (0, 4, 0)  # kvplan.engines.stage_split
+    stage_split_env, stage_split_since = "SGLANG_PP_LAYER_PARTITION", (0, 4, 6)  # with --pp-size (layout.py)
     versions = VERSIONS
     default_version = DEFAULT_VERSION
     option_names = OPTS
@@ -260,6 +260,7 @@ class Sglang(Engine):
 
     def check_layout(self, model, dep) -> None:
         super().check_layout(model, dep)
+        sglang_layout.check_pp(self.version or self.default_version, dep.pp)  # --pp-size from 0.4.6.post2
         tp_size = self._tp_size(model, dep)
         dense_tp = sglang_layout.dense_split(self.opts, tp_size)
         fp8_linear.check_sglang(model, dep, self.version or self.default_version, tp_size, dense_tp)  # dense shard

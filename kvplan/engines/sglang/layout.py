@@ -23,14 +23,20 @@ attn_tp = T // D ranks. kvplan's Deployment(tp, dp) is attn_tp = tp, T = tp x dp
     AMD gfx942+; under expert parallelism only on AMD gfx942+ (MI300X, MI325X, MI355X) from 0.5.13, never in
     0.5.3; --enforce-shared-experts-fusion (from 0.5.13) skips the checks. With ep = 1 the fused expert is split
     over T exactly as the unfused one, so fusion moves per-rank bytes only under expert parallelism.
+  * pipeline stages: --pp-size from 0.4.6.post2 (`server_args.py` L656, the models' `get_pp_indices` calls; wheels
+    0.4.0, 0.4.3.post4, 0.4.5.post3, 0.4.6 and 0.4.6.post1 read: no such flag, `srt/distributed/utils.py`
+    get_pp_indices defined and never called). A pp > 1 before it is refused (`check_pp`).
 """
 
 from __future__ import annotations
 
 from kvplan.engines.base import opt_bool, opt_int, parse_version
+from kvplan.engines.versions import release_post
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.planning.layout import Placement
+
+PP_FROM = ((0, 4, 6), 2)  # (release, post): 0.4.6.post2, the first with --pp-size (module docstring)
 
 OPTS = ("moe_dense_tp_size", "enable_dp_lm_head", "disable_shared_experts_fusion", "enforce_shared_experts_fusion",
         "enable_mixed_chunk")  # the last: the scheduler's (kvplan.engines.scheduler.prefill_first), no memory read
@@ -133,3 +139,11 @@ def serve_flags(opts: dict) -> list[str]:
         if opt_bool(opts, key, False):
             args.append(flag)
     return args
+
+
+def check_pp(version: str, pp: int) -> None:
+    """A one-line refusal of pipeline stages in a release without them (PP_FROM)."""
+    if pp > 1 and release_post(version) < PP_FROM:
+        raise KvplanError(f"{arg('pp')} {pp} with {arg('engine')} sglang {version}: SGLang has no pipeline "
+                          "parallelism before 0.4.6.post2 (its server arguments have no pp_size); give "
+                          f"{arg('engine_version')} 0.4.6.post2 or later", EXIT_USAGE, param="pp", value=pp)

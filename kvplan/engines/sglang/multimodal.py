@@ -64,10 +64,10 @@ embedding cache that lives in the headroom above it.
 from __future__ import annotations
 
 import dataclasses
-import re
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.base import Figure, parse_version
+from kvplan.engines.versions import release_post
 from kvplan.model.spec import PLAIN_BYTES
 from kvplan.engines.sglang.req_pool import room
 from kvplan.readers.towers.vision import COUNTED, TOWER_NOTICE
@@ -85,12 +85,6 @@ FLAG_FROM = (0, 4, 6)  # --enable-multimodal (0.4.5.post3's was --enable-llama4-
 TOWER_SKIPPED = {_L4: ((0, 4, 9), 4)}  # mllama4.py's has_vision: no vision tower built without multimodal
 
 
-def _release(version: str) -> tuple[tuple, int]:
-    """(release, post number) of a version string: 0.4.5.post3 is ((0, 4, 5), 3)."""
-    post = re.search(r"\.post(\d+)", str(version))
-    return parse_version(version), int(post.group(1)) if post else 0
-
-
 def _off_archs(at: tuple[tuple, int]) -> frozenset:
     """`mm_disabled_models` at (release, post) `at` (MM_OFF)."""
     return next(archs for since, archs in MM_OFF if at >= since)
@@ -101,7 +95,7 @@ def switched_off(model, version: str, enable: bool = False) -> bool:
     given (`enable`, refused before the release that has the flag)."""
     if enable and parse_version(version) < FLAG_FROM:
         raise KvplanError(f"enable_multimodal: SGLang {version} has no --enable-multimodal (from 0.4.6)", EXIT_USAGE)
-    return is_vlm(model) and not enable and getattr(model, "architecture", "") in _off_archs(_release(version))
+    return is_vlm(model) and not enable and getattr(model, "architecture", "") in _off_archs(release_post(version))
 
 
 def is_multimodal(model, version: str, enable: bool = False) -> bool:
@@ -112,7 +106,7 @@ def is_multimodal(model, version: str, enable: bool = False) -> bool:
 def tower_dropped(model, version: str, enable: bool = False) -> bool:
     """Whether SGLang builds no vision tower for this model (TOWER_SKIPPED): multimodal off by default."""
     since = TOWER_SKIPPED.get(getattr(model, "architecture", ""))
-    return since is not None and _release(version) >= since and switched_off(model, version, enable)
+    return since is not None and release_post(version) >= since and switched_off(model, version, enable)
 
 
 def is_vlm(model) -> bool:
@@ -170,7 +164,7 @@ def vlm_factor(model, version: str, enable: bool = False) -> float:
     (FLAT) before 0.4.9.post3, the vision_config's size from it (to its own default only: the caller decides)."""
     if not is_multimodal(model, version, enable):
         return 1.0
-    flat = next(f for since, f in FLAT if _release(version) >= since)
+    flat = next(f for since, f in FLAT if release_post(version) >= since)
     if flat is not None:
         return flat
     layers, hidden = vision_dims(model)
@@ -211,7 +205,7 @@ def rows(model, st, slots: int = 0) -> list:
 
 def _off_note(model, st) -> str | None:
     """Where SGLang switches multimodal off by default (`model` may be the view without_tower left): that it does."""
-    at, arch = _release(st.version), getattr(model, "architecture", "")
+    at, arch = release_post(st.version), getattr(model, "architecture", "")
     dropped = at >= TOWER_SKIPPED.get(arch, ((999,), 0))
     if st.multimodal or arch not in _off_archs(at) or not (is_vlm(model) or dropped):
         return None

@@ -76,6 +76,10 @@ pack-quantized format and raises on FP8's float-quantized one (`compressed_tenso
 tensors (`weight_packed`, L76-93) that an FP8 checkpoint's `weight` tensors do not fill (that load not traced
 further: refused as not understood); a tensor or block strategy matches no MoE method ("Unsupported FusedMoe scheme":
 0.10.1 L105-106, 0.17.0 L230, 0.33.0 L200). Refused (`check`).
+On an AMD GPU such a scheme does not load either from 0.20.0: init_wfp8_a16_linear_kernel's ROCm list is empty ("To
+be added": `kernels/linear/__init__.py` 0.20.0 L204-210, 0.24.0 L343-349, 0.33.0 L522-529), so
+choose_scaled_mm_linear_kernel raises "Failed to find a kernel". 0.10.0-0.19.x call prepare_fp8_layer_for_marlin
+on ROCm as on CUDA (the scheme asks no platform), a path kvplan has not read there. Both refused (`check`).
 """
 
 from __future__ import annotations
@@ -87,6 +91,7 @@ from kvplan.engines.marlin_shapes import rank_layer_shards
 from kvplan.engines.versions import parse_version
 from kvplan.engines.vllm import marlin_dense_pad as dense
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
+from kvplan.hardware.facts import vendor_of
 from kvplan.planning.deploy import largest_stage
 from kvplan.planning.plan_warnings import PlanWarning
 
@@ -125,8 +130,8 @@ def applies(model, gpu, v: tuple) -> bool:
 
 def check(model, gpu, version: str) -> None:
     """A one-line refusal of compressed-tensors FP8 on CompressedTensorsW8A16Fp8 where vLLM cannot load it (module
-    docstring): routed experts without input_activations, a block strategy in 0.10.0-0.14.x, and a scheme without
-    input_activations on 8.9+ in 0.20.0-0.24.x."""
+    docstring): routed experts without input_activations, a block strategy in 0.10.0-0.14.x, a scheme without
+    input_activations on 8.9+ in 0.20.0-0.24.x and on an AMD GPU."""
     q, cap, v = model.quantization, nvidia_capability(gpu), parse_version(version)
     if q.weight_only and q.quant_method == "compressed-tensors" and model.params.num_experts \
             and q.kept_of("experts") < model.params.experts and v >= READ_FROM:
@@ -134,6 +139,13 @@ def check(model, gpu, version: str) -> None:
                           "quantized activations (W8A16): no MoE method takes them (a channel strategy reaches the "
                           "WNA16 MoE method, which asks the pack-quantized format; tensor and block ones find none, "
                           "\"Unsupported FusedMoe scheme\"; compressed_tensors_moe.py)", EXIT_USAGE)
+    if q.weight_only and q.quant_method == "compressed-tensors" and vendor_of(gpu) == "AMD" and v >= READ_FROM:
+        w8a16 = "this compressed-tensors FP8 checkpoint without quantized activations (W8A16) on an AMD GPU"
+        why = (f"cannot load {w8a16}: its W8A16 FP8 kernel list has no ROCm kernel (\"To be added\", "
+               "kernels/linear/__init__.py: \"Failed to find a kernel\")" if v >= CT_KERNEL_LIST else
+               f"with {w8a16} is not planned: its W8A16 scheme repacks the linears for FP8 Marlin whatever the "
+               "platform (prepare_fp8_layer_for_marlin), which kvplan has not read on ROCm")
+        raise KvplanError(f"vLLM {version} {why}", EXIT_USAGE)
     if not _w8a16(q, cap) or not READ_FROM <= v < CT_HUMMING_FROM:
         return
     native = cap >= NATIVE_FP8_CC

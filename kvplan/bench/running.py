@@ -294,7 +294,7 @@ def unsized(case, tool: tuple[int, int] | None) -> Running | None:
     what its C++ runtime reads, the pool left to the fit (kvplan.speed.fit.Built): the KV pool is the share of the
     memory free after the engine loads that the run gives it (FREE_SHARE untold), and the running limit the engine's
     max_batch_size where the tool tuned it (`tool`: harness_limits); None for any other era."""
-    if case.era != ENGINE_BUILT[0]:
+    if case.engine != "trtllm" or case.era != ENGINE_BUILT[0]:
         return None
     share = float(case_opts(case).get("free_gpu_memory_fraction") or FREE_SHARE)
     return Running(None, None, limit=float(tool[0]) if tool else None, free_share=share)

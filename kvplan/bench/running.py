@@ -15,8 +15,9 @@ max_num_batched_tokens, TensorRT-LLM's max_num_tokens), by what that budget keep
 requests (kvplan.engines.scheduler.budget_bound). The prefill chunk is the engine's too (vLLM's
 `max_num_batched_tokens` by release and GPU, SGLang's `chunked_prefill_size`, TensorRT-LLM's
 `max_num_tokens`). A setting the engine rules refuse (a version outside their range, a layout they do not
-take) gets None, and the fit keeps its plain estimate for it (kvplan.speed.fit.Built). Data-parallel replicas
-that are independent engines (an MLPerf harness's one engine per tp x pp group of GPUs) are each priced as
+take) gets None, and the fit keeps its plain estimate for it (kvplan.speed.fit.Built); TensorRT-LLM before 1.0 (rules
+from 0.20.0) keeps it at its C++ runtime's share of the memory left free and the tool's max_batch_size (`unsized`).
+Data-parallel replicas that are independent engines (an MLPerf harness's one engine per tp x pp group of GPUs) are each priced as
 that one engine. Attention-DP ranks of one engine (kvplan.speed.corpus.attention_dp) are sized here only where the
 engine's running limit is each rank's (kvplan.speed.corpus.PER_RANK_LIMIT: TensorRT-LLM's `max_batch_size` and
 `max_num_tokens` under enable_attention_dp): the deployment with its dp ranks as the engine's own rules lay it out (a
@@ -294,7 +295,7 @@ def unsized(case, tool: tuple[int, int] | None) -> Running | None:
     what its C++ runtime reads, the pool left to the fit (kvplan.speed.fit.Built): the KV pool is the share of the
     memory free after the engine loads that the run gives it (FREE_SHARE untold), and the running limit the engine's
     max_batch_size where the tool tuned it (`tool`: harness_limits); None for any other era."""
-    if case.engine != "trtllm" or case.era != ENGINE_BUILT[0]:
+    if case.era != ENGINE_BUILT[0]:
         return None
     share = float(case_opts(case).get("free_gpu_memory_fraction") or FREE_SHARE)
     return Running(None, None, limit=float(tool[0]) if tool else None, free_share=share)

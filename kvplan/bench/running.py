@@ -1,27 +1,26 @@
 """How many requests an engine runs at once, and how many tokens one prefill step takes, for the setting
 of a published benchmark: what the speed fit (kvplan.speed.fit) prices each corpus point's steady state at.
 
-A run's requests are admitted while the engine's KV pool holds them and its scheduler allows them, so the
-batch a benchmark really runs is the engine's own figure, not one estimate for every engine: its memory
-rules at the stated version with the flags the run stated (memory fraction, chunk, running limit), at the
-tokens each running request counts against the pool under the engine's admission rule
-(kvplan.engines.scheduler.resident_context: the mean resident length isl + osl / 2 where blocks are taken
-as tokens arrive; SGLang's prompt plus 0.7 of its output, its PrefillAdder's reservation at a run's first wave;
-isl + osl under TensorRT-LLM's default GUARANTEED_NO_EVICT, which reserves each request's whole output at
-admission, unless the run states MAX_UTILIZATION as NVIDIA's MLPerf harness does), and capped by its running
-limit (vLLM's `max_num_seqs` by release and GPU, SGLang's `--max-running-requests`, TensorRT-LLM's
-`max_batch_size`) and, where the engine's step budget holds decode tokens beside prefill chunks (vLLM's
-max_num_batched_tokens, TensorRT-LLM's max_num_tokens), by what that budget keeps fed: chunk x osl / (isl + osl)
-requests (kvplan.engines.scheduler.budget_bound). The prefill chunk is the engine's too (vLLM's
-`max_num_batched_tokens` by release and GPU, SGLang's `chunked_prefill_size`, TensorRT-LLM's
-`max_num_tokens`). A setting the engine rules refuse (a version outside their range, a layout they do not
-take) gets None, and the fit keeps its plain estimate for it (kvplan.speed.fit.Built); TensorRT-LLM before 1.0 (rules
-from 0.20.0) keeps it at its C++ runtime's share of the memory left free and the tool's max_batch_size (`unsized`).
-Data-parallel replicas that are independent engines (an MLPerf harness's one engine per tp x pp group of GPUs) are each priced as
-that one engine. Attention-DP ranks of one engine (kvplan.speed.corpus.attention_dp) are sized here only where the
-engine's running limit is each rank's (kvplan.speed.corpus.PER_RANK_LIMIT: TensorRT-LLM's `max_batch_size` and
-`max_num_tokens` under enable_attention_dp): the deployment with its dp ranks as the engine's own rules lay it out (a
-rank's pool from what it holds: kvplan.engines.trtllm.layout), each rank running the engine's limit, a harness's
+A run's requests are admitted while the engine's KV pool holds them and its scheduler allows them, so the batch a
+benchmark really runs is the engine's own figure, not one estimate for every engine: its memory rules at the stated
+version with the flags the run stated (memory fraction, chunk, running limit), at the tokens each running request
+counts against the pool under the engine's admission rule (kvplan.engines.scheduler.resident_context: the mean
+resident length isl + osl / 2 where blocks are taken as tokens arrive; SGLang's prompt plus 0.7 of its output, its
+PrefillAdder's reservation at a run's first wave; isl + osl under TensorRT-LLM's default GUARANTEED_NO_EVICT, which
+reserves each request's whole output at admission, unless the run states MAX_UTILIZATION as NVIDIA's MLPerf harness
+does), and capped by its running limit (vLLM's `max_num_seqs` by release and GPU, SGLang's `--max-running-requests`,
+TensorRT-LLM's `max_batch_size`) and, where the engine's step budget holds decode tokens beside prefill chunks
+(vLLM's max_num_batched_tokens, TensorRT-LLM's max_num_tokens), by what that budget keeps fed: chunk x osl / (isl +
+osl) requests (kvplan.engines.scheduler.budget_bound). The prefill chunk is the engine's too (vLLM's
+`max_num_batched_tokens` by release and GPU, SGLang's `chunked_prefill_size`, TensorRT-LLM's `max_num_tokens`). A
+setting the engine rules refuse (a version outside their range, a layout they do not take) gets None, and the fit
+keeps its plain estimate for it (kvplan.speed.fit.Built); TensorRT-LLM before 1.0 (rules from 0.20.0) keeps it at
+its C++ runtime's share of the memory left free and the tool's max_batch_size (`unsized`). Data-parallel replicas
+that are independent engines (an MLPerf harness's one engine per tp x pp group of GPUs) are each priced as that one
+engine. Attention-DP ranks of one engine (kvplan.speed.corpus.attention_dp) are sized here only where the engine's
+running limit is each rank's (kvplan.speed.corpus.PER_RANK_LIMIT: TensorRT-LLM's `max_batch_size` and
+`max_num_tokens` under enable_attention_dp): the deployment with its dp ranks as the engine's own rules lay it out
+(a rank's pool from what it holds: kvplan.engines.trtllm.layout), each rank running the engine's limit, a harness's
 heuristic as the harness computes it (trtllm-bench's at `--tp` every rank: its tuning knows no attention DP,
 kvplan.engines.trtllm.bench). SGLang's DP-attention ranks are not sized here, but each worker's prefill chunk is
 told: the deployment's chunked_prefill_size // dp (kvplan.engines.scheduler.worker_chunk; sglang 0.5.6.post2

@@ -66,7 +66,8 @@ def test_speed_fit_prices_a_chunk_off_run_plainly():
     from kvplan.bench.running import sized
     load = SimpleNamespace(bench="serve", isl=1024, osl=256, out_cv2=None, drawn=False, fixed=False, rate=None)
     case = SimpleNamespace(load=load, engine="sglang", version="0.5.7", flags={"chunked_prefill_size": -1}, dp=1,
-                           tp=1, pp=1, ep=1, harness=None, kv_dtype=None, weight_dtype=None, max_seqs=None)
+                           tp=1, pp=1, ep=1, harness=None, kv_dtype=None, weight_dtype=None, max_seqs=None,
+                           era="sglang")
     assert sized(case, find_in_catalog("llama-3.1-8b"), find_gpu("h100-sxm")) is None
     case.flags = {"chunked_prefill_size": 8192}
     assert sized(case, find_in_catalog("llama-3.1-8b"), find_gpu("h100-sxm")).chunk == 8192

@@ -210,3 +210,48 @@ def test_the_dev_guide_gpt_oss_points_read_as_openais_mxfp4_checkpoint():
     assert (len(spec.layers), spec.params.num_experts) == (36, 128)
     # H200: W4A16_MXFP4 (kvplan.speed.mxfp4), the GEMMs at its measured bf16 rate, 794.5 T
     assert built.shape.gemm_rate == 794.5e12
+
+
+def perf_overview_015(point_id):
+    doc = yaml.safe_load((CORPUS / "trtllm-perf-overview-v0.15.yaml").read_text())
+    (p,) = [q for q in doc["points"] if q["id"] == point_id]
+    return case_of({**doc["defaults"], **p}, doc["source"]["id"], None)[0]
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the speed corpus (tests/fixtures/speed) is absent")
+def test_a_pre_1_0_point_runs_its_runtime_pool_within_the_tools_batch():
+    """TensorRT-LLM 0.15 (era trtllm<1.0), which kvplan's TensorRT-LLM memory rules (0.20.0 on) do not take: the C++
+    runtime pools 0.90 of the memory free after the engine loads (KvCacheConfig::kDefaultGpuMemFraction), within the
+    max_batch_size `trtllm-bench build` tuned the engine at (0.95 of NVML's total less the parameters)."""
+    # Llama 3.1 8B, FP16 weights and KV, one H100 SXM, 2048/2048 (the page's 'Mixed' column). The tool: 8,030,261,248
+    # x 2 B = 14.9574 GiB; (79.6475 - 14.9574) x 0.95 = 61.4556 GiB over 2 x 32 x 8 x 128 x 2 B = 1.2207e-4 GiB a
+    # token x 4096 = 0.5 GiB a request: 122.9 requests (< 256: up to 32s) -> 128 (at tuning.py's older param_count /
+    # 1000**3, 16.0605: 120.8 -> 128 as well); tokens 122.9 x 2 = 246 -> 2048, with chunked prefill off at least 2048
+    # + 128 = 2176. The pool: 0.90 x (usable 85,018,877,624 - the 15,009,849,344 B of weights a step reads (the fit's
+    # weights: the 1,050,673,152 B embedding table not among them) - 2 GiB) = 61,075,390,168.8 B over 131,072 x 4096 =
+    # 536,870,912 B a request: 113.76 requests, which binds within 128.
+    case = perf_overview_015("llama31-8b-h100-sxm-fp16-tp1-2048-2048")
+    assert case.era == "trtllm<1.0" and harness_limits(case, LLAMA, H100) == (128, 2176)
+    r = running(case, LLAMA, H100)
+    assert (r.cap, r.chunk, r.limit, r.free_share) == (None, None, 128, 0.90)
+    assert Built(case, running).load.cap == pytest.approx(0.9 * (85_018_877_624 - 15_009_849_344 - 2**31) / 536_870_912)
+    # Mixtral 8x7B, FP8 weights and KV, 4 x H100, 128/128: (4 x 79.6475 - 46,702,792,704 x 1 B = 43.4953 GiB) x 0.95 =
+    # 261.3412 GiB over 2 x 32 x 8 x 128 x 1 B = 6.1035e-5 GiB a token x 256: 16,726 requests, capped at 4,096 ->
+    # 4,096 (>= 1024: up to 256s); the pool holds more (a rank's 16,384 B a token x 256, over 58 GiB of room: about
+    # 15,000), so 4,096 runs where the plain estimate's 2,048 default stood
+    mixtral = perf_overview_015("mixtral-8x7b-h100-sxm-fp8-tp4-128-128")
+    assert harness_limits(mixtral, find_in_catalog("mixtral-8x7b-v0.1"), H100)[0] == 4096
+    assert Built(mixtral, running).load.cap == 4096
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the speed corpus (tests/fixtures/speed) is absent")
+def test_a_pre_1_0_runs_stated_fraction_is_its_pool_share():
+    # The 0.15 page's GH200 column: engines from trtllm-bench build, run by gptManagerBenchmark with
+    # --kv_cache_free_gpu_mem_fraction 0.95. Llama 3.1 8B FP8 (KV FP8), 2048/2048: 0.95 x (usable 102,005,473,280 -
+    # 8,030,527,488 B of weights a step reads - 2 GiB) = 87,236,264,985.6 B over 65,536 x 4096 = 268,435,456 B a
+    # request: 324.98 requests
+    case = perf_overview_015("llama31-8b-gh200-fp8-tp1-2048-2048")
+    r = running(case, LLAMA, find_gpu("gh200"))
+    assert r.free_share == 0.95
+    pool = 0.95 * (102_005_473_280 - 8_030_527_488 - 2**31)
+    assert Built(case, running).load.cap == pytest.approx(pool / 268_435_456)

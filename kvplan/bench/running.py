@@ -1,26 +1,26 @@
 """How many requests an engine runs at once, and how many tokens one prefill step takes, for the setting
 of a published benchmark: what the speed fit (kvplan.speed.fit) prices each corpus point's steady state at.
 
-A run's requests are admitted while the engine's KV pool holds them and its scheduler allows them, so the
-batch a benchmark really runs is the engine's own figure, not one estimate for every engine: its memory
-rules at the stated version with the flags the run stated (memory fraction, chunk, running limit), at the
-tokens each running request counts against the pool under the engine's admission rule
-(kvplan.engines.scheduler.resident_context: the mean resident length isl + osl / 2 where blocks are taken
-as tokens arrive; SGLang's prompt plus 0.7 of its output, its PrefillAdder's reservation at a run's first wave;
-isl + osl under TensorRT-LLM's default GUARANTEED_NO_EVICT, which reserves each request's whole output at
-admission, unless the run states MAX_UTILIZATION as NVIDIA's MLPerf harness does), and capped by its running
-limit (vLLM's `max_num_seqs` by release and GPU, SGLang's `--max-running-requests`, TensorRT-LLM's
-`max_batch_size`) and, where the engine's step budget holds decode tokens beside prefill chunks (vLLM's
-max_num_batched_tokens, TensorRT-LLM's max_num_tokens), by what that budget keeps fed: chunk x osl / (isl + osl)
-requests (kvplan.engines.scheduler.budget_bound). The prefill chunk is the engine's too (vLLM's
-`max_num_batched_tokens` by release and GPU, SGLang's `chunked_prefill_size`, TensorRT-LLM's
-`max_num_tokens`). A setting the engine rules refuse (a version outside their range, a layout they do not
-take) gets None, and the fit keeps its plain estimate for it (kvplan.speed.fit.Built). Data-parallel replicas
-that are independent engines (an MLPerf harness's one engine per tp x pp group of GPUs) are each priced as
-that one engine. Attention-DP ranks of one engine (kvplan.speed.corpus.attention_dp) are sized here only where the
-engine's running limit is each rank's (kvplan.speed.corpus.PER_RANK_LIMIT: TensorRT-LLM's `max_batch_size` and
-`max_num_tokens` under enable_attention_dp): the deployment with its dp ranks as the engine's own rules lay it out (a
-rank's pool from what it holds: kvplan.engines.trtllm.layout), each rank running the engine's limit, a harness's
+A run's requests are admitted while the engine's KV pool holds them and its scheduler allows them, so the batch a
+benchmark really runs is the engine's own figure, not one estimate for every engine: its memory rules at the stated
+version with the flags the run stated (memory fraction, chunk, running limit), at the tokens each running request
+counts against the pool under the engine's admission rule (kvplan.engines.scheduler.resident_context: the mean
+resident length isl + osl / 2 where blocks are taken as tokens arrive; SGLang's prompt plus 0.7 of its output, its
+PrefillAdder's reservation at a run's first wave; isl + osl under TensorRT-LLM's default GUARANTEED_NO_EVICT, which
+reserves each request's whole output at admission, unless the run states MAX_UTILIZATION as NVIDIA's MLPerf harness
+does), and capped by its running limit (vLLM's `max_num_seqs` by release and GPU, SGLang's `--max-running-requests`,
+TensorRT-LLM's `max_batch_size`) and, where the engine's step budget holds decode tokens beside prefill chunks
+(vLLM's max_num_batched_tokens, TensorRT-LLM's max_num_tokens), by what that budget keeps fed: chunk x osl / (isl +
+osl) requests (kvplan.engines.scheduler.budget_bound). The prefill chunk is the engine's too (vLLM's
+`max_num_batched_tokens` by release and GPU, SGLang's `chunked_prefill_size`, TensorRT-LLM's `max_num_tokens`). A
+setting the engine rules refuse (a version outside their range, a layout they do not take) gets None, and the fit
+keeps its plain estimate for it (kvplan.speed.fit.Built); TensorRT-LLM before 1.0 (rules from 0.20.0) keeps it at
+its C++ runtime's share of the memory left free and the tool's max_batch_size (`unsized`). Data-parallel replicas
+that are independent engines (an MLPerf harness's one engine per tp x pp group of GPUs) are each priced as that one
+engine. Attention-DP ranks of one engine (kvplan.speed.corpus.attention_dp) are sized here only where the engine's
+running limit is each rank's (kvplan.speed.corpus.PER_RANK_LIMIT: TensorRT-LLM's `max_batch_size` and
+`max_num_tokens` under enable_attention_dp): the deployment with its dp ranks as the engine's own rules lay it out
+(a rank's pool from what it holds: kvplan.engines.trtllm.layout), each rank running the engine's limit, a harness's
 heuristic as the harness computes it (trtllm-bench's at `--tp` every rank: its tuning knows no attention DP,
 kvplan.engines.trtllm.bench). SGLang's DP-attention ranks are not sized here, but each worker's prefill chunk is
 told: the deployment's chunked_prefill_size // dp (kvplan.engines.scheduler.worker_chunk; sglang 0.5.6.post2
@@ -97,6 +97,12 @@ HARNESS_FRACTION = ("kv_cache_free_gpu_mem_fraction", "free_gpu_memory_fraction"
 # (kvplan.engines.trtllm.bench.BUILD_FRACTION), not the run's: releases before 1.0, whose trtllm-bench runs engines
 # (its PyTorch path was opt-in; the perf overview pages build with `trtllm-bench build`), and 1.x's TensorRT backend
 ENGINE_BUILT = ("trtllm<1.0", "trtllm-engine")
+# the share of the memory free after the engine loads that TensorRT-LLM's C++ runtime pools for KV where a run states
+# none: KvCacheConfig::kDefaultGpuMemFraction 0.9, by which KVCacheManager::calculateMaxNumBlocks multiplies
+# cudaMemGetInfo's free bytes once the engine is loaded (the code index's pre-1.0 copies of cpp/tensorrt_llm/
+# batch_manager/kvCacheManager.cpp, file ids 36938158234 and 36927720914, and of its header, 2614816921; no commit
+# given); trtllm-bench throughput hands the runtime its --kv_cache_free_gpu_mem_fraction, 0.90 untold (KV_FRACTION)
+FREE_SHARE = 0.90
 
 
 class Running(NamedTuple):
@@ -111,6 +117,8 @@ class Running(NamedTuple):
     packed: bool = False  # a prefill step packs whole prompts up to `chunk`, the server's length (case_packed)
     ssm_dtype: str = ""  # the dtype the engine's state pool holds the recurrent states in (case_ssm_dtype)
     joins_late: bool = False  # a request joins the running batch after its prefill batch (joins_after_prefill)
+    limit: float | None = None  # a running limit, the pool not sized here: the fit's pool binds within it (unsized)
+    free_share: float = 0.0  # the share of the memory free after loading that the fit's pool takes (unsized)
 
 
 def case_waves(case, spec=None, v1: bool | None = None) -> bool:
@@ -258,7 +266,7 @@ def sized(case, spec, gpu) -> Running | None:
         res = engine.result(spec, gpu, dep, req)
         default, chunk = limits(case.engine, res.settings, res.capacity)  # refuses chunked prefill off (SGLang's -1)
     except KvplanError:
-        return None
+        return unsized(case, tool)
     cap = res.capacity  # a dp rank's, per micro-batch: its admission, else what decoding requests hold, else printed
     held = next(x for x in (cap.admitted, cap.resident, cap.max_concurrency) if x is not None) / case.pp
     if held < 1:  # not one request fits: kvplan's view of the checkpoint is not what ran (the plain estimate)
@@ -279,6 +287,17 @@ def sized(case, spec, gpu) -> Running | None:
     v1 = getattr(st, "v1", None)  # vLLM's engine for this run (None: another engine's settings)
     whole = case_packed(case, spec, opts, v1)  # V0's budget is the server's length, not the resident one priced here
     return Running(cap, whole or chunk, case_waves(case, spec, v1), recompute=redo, packed=bool(whole))
+
+
+def unsized(case, tool: tuple[int, int] | None) -> Running | None:
+    """For a run whose release kvplan's TensorRT-LLM memory rules do not take (era `trtllm<1.0`: they start at 0.20.0),
+    what its C++ runtime reads, the pool left to the fit (kvplan.speed.fit.Built): the KV pool is the share of the
+    memory free after the engine loads that the run gives it (FREE_SHARE untold), and the running limit the engine's
+    max_batch_size where the tool tuned it (`tool`: harness_limits); None for any other era."""
+    if case.era != ENGINE_BUILT[0]:
+        return None
+    share = float(case_opts(case).get("free_gpu_memory_fraction") or FREE_SHARE)
+    return Running(None, None, limit=float(tool[0]) if tool else None, free_share=share)
 
 
 def cohort_size(case, limit: float) -> float | None:

@@ -58,11 +58,23 @@ def _gpu(key: str):
     return find_gpu(key)
 
 
+def pool_room(case: Case, gpu, s: Shape, engine) -> float:
+    """The bytes the plain estimate's KV pool takes a replica: 0.9 of the usable memory less the weights a step reads
+    and OVERHEAD_BYTES, or, where the engine's runtime pools a share of what loading leaves free (`engine.free_share`:
+    TensorRT-LLM before 1.0, kvplan.bench.running.unsized), that share of the usable memory less both."""
+    weights = (s.dense_bytes + s.expert_bytes) / case.pp
+    if engine is not None and engine.free_share:
+        return engine.free_share * (gpu.memory_usable_bytes - weights - OVERHEAD_BYTES)
+    return gpu.memory_usable_bytes * 0.9 - weights - OVERHEAD_BYTES
+
+
 class Built:
     """A case with its Shape and its batch cap, or the reason it cannot be priced. `running(case, spec, gpu)`
     gives the engine's own (cap, chunk, its state pool's dtype) for the setting, or None (kvplan.bench.running, a
     layer above): None, or no function, keeps the plain estimate (the usable memory less weights and a fixed
-    overhead, over isl + osl tokens a request, within the engine's default running limit; chunk: PREFILL_CHUNK).
+    overhead, over isl + osl tokens a request, within the engine's default running limit; chunk: PREFILL_CHUNK); one
+    with no cap keeps that pool (`pool_room`: its `free_share` of what loading leaves free where it gives one) within
+    its `limit` where it gives one.
     A pipeline of pp stages is priced as pp replicas of the whole model's step (each micro-batch passes
     every stage in turn, so its step is the whole model's, while the stages work on pp micro-batches at
     once: the corpus's Load counts dp x pp replicas), each with one GPU's memory less its stage's weights;
@@ -113,9 +125,9 @@ class Built:
                                                                                          s.attn_flops_per_pair))
         if own_moe_kernel(case):  # TensorRT-LLM-gen's, triton_kernels': not the kernel the set's `grouped` t0 fits
             self.shape = replace(self.shape, grouped_shortfall=False)
-        room = gpu.memory_usable_bytes * 0.9 - (s.dense_bytes + s.expert_bytes) / case.pp - OVERHEAD_BYTES
+        room = pool_room(case, gpu, s, engine)
         per_seq = max(1, s.kv_bytes_per_token) * max(1.0, load.isl + load.osl) + s.state_bytes_per_seq
-        limit = case.max_seqs or DEFAULT_MAX_SEQS[case.engine]
+        limit = case.max_seqs or (engine.limit if engine is not None else None) or DEFAULT_MAX_SEQS[case.engine]
         if room <= 0 and load.bench == "serve":  # the stated layout cannot hold the weights: what ran is not
             self.shape, self.why = None, "weights over memory at the stated layout"  # what kvplan would price
             return

@@ -55,7 +55,7 @@ CUTS = {
     "trtllm": (((1, 0, 0), FIRST_ONES, "the remainder one layer apiece on the first stages"),
                ((0, 0, 0), FIRST_ONES, "the remainder one layer apiece on the first stages, 1.x's split (this "
                                        "release's is not read)")),
-    "llama.cpp": (((0, 0, 0), SHARES, "--split-mode layer at equal free memory, the output layer last"),),
+    "llama.cpp": (((0, 0, 0), SHARES, "its layer split at equal free memory, the output layer last"),),
 }
 
 

@@ -47,20 +47,22 @@ def test_vllm_workers_keep_the_whole_models_groups_under_pipeline_stages(kvplan_
 def test_sglang_token_pool_used_and_free_count_in_the_cell_that_sized_it(kvplan_home):
     # Nemotron-H-56B under SGLang at pp 4: every stage sizes its pools from one "rest" (the least free memory over
     # ranks), and the token count is all-reduced to the least over stages (0.5.23 kv_cache_configurator.py
-    # _apply_token_constraints), the count of the stage with the largest cell: layers 29-58, 3 attention layers x
-    # 2 (K, V) x 8 KV heads x 128 x 2 B = 12,288 B a token (layers 0-28: 2 x 4,096 = 8,192). The table's token pool
-    # is #tokens x 12,288, so 16 requests of 8,192 tokens use 16 x 8,192 x 12,288 = 1,610,612,736 B of it (the
-    # binding stage's own 8,192 B cell gave 1,073,741,824 B, and a free figure no stage has). The least room is the
-    # last stage's, layers 89-117: its own 13 Mamba, 2 attention and 14 MLP blocks and the LM head weigh 197,132,288 B
-    # more than the first's 14, 2 and 13 and the embedding (tests/test_stage_shares.py; by layer count they tied).
+    # _apply_token_constraints), the count of the stage with the largest cell. SGLang 0.5.23 cuts the 118 layers
+    # 29, 29, 30, 30 (get_pp_indices L136-148: 118 // 4 = 29, the remainder 2 one apiece on the last two stages), so
+    # attention (7, 18, ..., 106) falls 2, 3, 3, 2 over them: layers 29-57 have the first largest cell, 3 attention
+    # layers x 2 (K, V) x 8 KV heads x 128 x 2 B = 12,288 B a token (layers 0-28: 2 x 4,096 = 8,192). The table's
+    # token pool is #tokens x 12,288, so 16 requests of 8,192 tokens use 16 x 8,192 x 12,288 = 1,610,612,736 B of it
+    # (the binding stage's own 8,192 B cell gave 1,073,741,824 B, and a free figure no stage has). The least room is
+    # the last stage's, layers 88-117: 14 Mamba, 2 attention and 14 MLP blocks and the LM head, one MLP block more
+    # than the first's 14, 2 and 13 and the embedding (untied: the LM head is the embedding's size).
     out = _fit_json(NEMOTRON, "--gpu", "h100", "--ctx", "8k", "--engine", "sglang", "--pp", "4", "--batch", "16")
     stage = out["binding_stage"]
-    assert stage["layers"] == [89, 117] and stage["token_pool_layers"] == [29, 58]
+    assert stage["layers"] == [88, 117] and stage["token_pool_layers"] == [29, 57]
     assert out["token_pool_bytes_per_gpu"] == out["kv_cache_tokens"] * 12_288
     assert stage["kv_used_bytes_per_gpu"] == out["kv_used_bytes_per_gpu"] == 1_610_612_736
     assert stage["free_bytes_per_gpu"] == out["token_pool_bytes_per_gpu"] - 1_610_612_736
     r = runner.invoke(app, ["fit", NEMOTRON, "--gpu", "h100", "--ctx", "8k", "--engine", "sglang", "--pp", "4"])
-    assert "layers 89-117 (token pool: 29-58)" in r.stdout
+    assert "layers 88-117 (token pool: 29-57)" in r.stdout
     # simulate's pool: the same #tokens, not the token pool's bytes over the 8,192 B cell (1.5 x as many)
     plan = api.plan(NEMOTRON, "h100", context="8k", engine="sglang", pp=4)
     sim = sim_model(plan, api.load_model(NEMOTRON), api.gpu("h100"), speed="roofline")

@@ -133,3 +133,71 @@ def test_sglang_before_pp_size_refuses_pipeline_stages():
     resolve_engine("sglang", "0.4.6.post2").result(_llama70b(), H100, Deployment(1, 4), Request(8192))
     with pytest.raises(KvplanError, match="not modelled for sglang before 0.4.6"):
         resolve_engine("sglang", "0.4.3", ["pp_layer_partition=80"])
+
+
+@pytest.mark.parametrize("n, pp, form, sizes", [
+    # vLLM 0.8.0 on (wheel `distributed/utils.py` L98-103): 61 // 4 = 15 each, remainder 1: partitions[-2] += 1
+    (61, 4, "middle", (15, 15, 16, 15)),
+    (62, 4, "middle", (15, 16, 16, 15)),  # remainder 2: partitions[-2] and [-3]
+    # vLLM before 0.8 and SGLang before 0.5.6 (0.7.3 / 0.5.5 L85-91): ranks 0-2 take 15, the last ends at n: 61 - 45
+    (61, 4, "last", (15, 15, 15, 16)),
+    (62, 4, "last", (15, 15, 15, 17)),
+    (61, 8, "last", (7, 7, 7, 7, 7, 7, 7, 12)),  # sgl-project/sglang#13282's "7, 7, 7, 7, 7, 7, 7, 12"
+    # SGLang 0.5.6 on (L85-97): base 15, remainder 2; rank 2 starts at 2 x 16 - 2 = 30, rank 3 at 3 x 16 - 2 = 46
+    (62, 4, "last ones", (15, 15, 16, 16)),
+    (61, 8, "last ones", (7, 7, 7, 8, 8, 8, 8, 8)),  # remainder 5 on ranks 3-7
+    # TensorRT-LLM torch.tensor_split: the first 62 % 4 = 2 sections one longer
+    (62, 4, "first ones", (16, 16, 15, 15)),
+    # llama.cpp equal shares: layer i on device floor(i x 4 / 81); i = 20 -> 80 / 81 -> 0, i = 21 -> 84 / 81 -> 1,
+    # i = 40 -> 1 (160 / 81), i = 41 -> 2, i = 60 -> 2 (240 / 81), i = 61 -> 3: 21, 20, 20, 19 (the output is slot 80)
+    (80, 4, "shares", (21, 20, 20, 19)),
+    (80, 4, "middle", (20, 20, 20, 20)),
+])
+def test_each_engines_own_cut(n, pp, form, sizes):
+    from kvplan.planning.deploy import cut_sizes
+
+    assert cut_sizes(n, pp, form) == sizes
+
+
+@pytest.mark.parametrize("engine, version, form", [
+    ("vllm", "0.7.3", "last"), ("vllm", "0.8.0", "middle"),
+    ("vllm", "0.8.0rc2.dev10", "last"),  # a build before 0.8.0 is read as the release before it: 0.7.x's cut
+    ("sglang", "0.5.5.post3", "last"),  # the 0.5.5.post3 wheel (2025-11-17) still gives the last stage the remainder
+    ("sglang", "0.5.6", "last ones"),
+    ("trtllm", "1.2.0", "first ones"), ("llama.cpp", "current", "shares"),
+    ("transformers", "5.24.0", None),  # none read: split_layers' default, said nowhere
+])
+def test_the_cut_by_release(engine, version, form):
+    from kvplan.engines.stage_split import own_cut
+
+    got = own_cut(engine, version)
+    assert (got and got[0]) == form
+
+
+@pytest.mark.parametrize("version, per_token, layers", [("0.7.3", 114_688, (52, 80)), ("0.8.0", 110_592, None)])
+def test_vllm_binding_stage_follows_its_release(version, per_token, layers):
+    # Llama-3.1-70B, bf16 KV at tp 1: 2 x 8 heads x 128 x 2 B = 4,096 B a layer a token. 80 over pp 3: 0.7.3 cuts
+    # 26, 26, 28 (the last stage 28 x 4,096 = 114,688 B a token, and binds); 0.8.0 27, 27, 26 (27 x 4,096 = 110,592)
+    plan = resolve_engine("vllm", version).result(_llama70b(), H100, Deployment(1, 3), Request(8192)).plan
+    assert plan.kv_bytes_per_token_per_gpu == per_token
+    assert layers is None or plan.binding_stage.layers == layers
+    assert any("own split" in w.message and version in w.message for w in plan.warnings)
+
+
+@pytest.mark.parametrize("version, per_token", [("0.5.5", 13_824), ("0.5.6", 9_216)])
+def test_sglang_deepseek_v3_pp8_binding_stage(version, per_token):
+    # DeepSeek-V3's config.json: 61 layers, MLA kv_lora_rank 512 + qk_rope_head_dim 64 = 576 elements x 2 B = 1,152 B a
+    # layer a token (bf16). pp 8: SGLang 0.5.5 puts 7 x 7 + 12 (12 x 1,152 = 13,824 B on the last stage, the OOM of
+    # sgl-project/sglang#13282), 0.5.6 7, 7, 7, 8, 8, 8, 8, 8 (8 x 1,152 = 9,216 B)
+    model = resolve_model("deepseek-v3").spec
+    res = resolve_engine("sglang", version).result(model, find_gpu("h200"), Deployment(8, 8), Request(8192))
+    assert res.plan.kv_bytes_per_token_per_gpu == per_token
+    assert {f.label: f.value for f in res.capacity.lines}["cell per token"] == per_token
+
+
+def test_a_given_split_still_wins_and_an_even_cut_says_nothing():
+    plan = _plan("vllm", "26,27,27", pp=3, version="0.7.3")  # not the 26, 26, 28 of 0.7.3's own
+    assert plan.deployment.stage_layers == (26, 27, 27)
+    assert not any("own split" in w.message for w in plan.warnings)
+    even = resolve_engine("sglang", "0.5.5").result(_llama70b(), H100, Deployment(1, 4), Request(8192)).plan
+    assert even.deployment.stage_layers is None and not any("own split" in w.message for w in even.warnings)

@@ -17,6 +17,24 @@ Neither refuses a stage of 0 layers (or a negative count that the others make up
 layers and refuses it. SGLang 0.5.23 ignores the variable at pp 1 (L119-122, for a drafter's one-stage group);
 kvplan still asks for one count per stage there.
 TensorRT-LLM, llama.cpp and transformers: kvplan reads no such setting of theirs, so the option is refused.
+
+Unset, each engine cuts the layers its own way, by release (CUTS; the forms are kvplan.planning.deploy.cut_sizes'):
+  * vLLM before 0.8.0: the whole remainder to the last stage (0.7.3 wheel `distributed/utils.py` get_pp_indices
+    L85-91, "the last partition will have the remaining layers"; the same in 0.5.4 and 0.6.6); from 0.8.0 one layer
+    apiece to the stages before the last, from the second-to-last backwards (0.8.0 wheel L98-103,
+    `partitions[-i] += 1` for i in 2 .. remainder + 1; vllm-project/vllm#13839, merged 2025-02-26; 0.17.0 L122-128).
+  * SGLang before 0.5.6: the whole remainder to the last stage (0.4.0 L83-89, 0.5.5 and 0.5.5.post3 L85-91); from
+    0.5.6 one layer apiece to the last `remainder` stages (0.5.6 L85-97, sgl-project/sglang#13282; 0.5.23 L136-148).
+  * TensorRT-LLM: `Mapping.pp_layers`, torch.tensor_split over the layers ("first n ranks get one extra layer",
+    tensorrt_llm/mapping.py @05ebebb2; NVIDIA/TensorRT-LLM#4399 made the TensorRT flow and the C++ runtime's layer
+    count the same, May 2025). Read in the code index's 1.x snapshots; 0.20.0's tree is not in reach, planned alike
+    and said.
+  * llama.cpp (`--split-mode layer`): layer i on the first device whose cumulative `--tensor-split` share exceeds
+    i / (n_layer + 1), the output layer the last slot (src/llama-model.cpp load_tensors, `act_gpu_layers =
+    min(n_gpu_layers, n_layer + 1)`, `std::upper_bound(splits, float(il - i_gpu_start) / act_gpu_layers)`); unset,
+    the shares are the devices' free memory, planned as equal (identical idle GPUs: 80 layers over 4 are 21, 20,
+    20, 19 with the output on the last).
+A plan cut unevenly by the engine says so among its assumptions (`engine_cut`); one cut by the user, `said`.
 """
 
 from __future__ import annotations
@@ -24,10 +42,24 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
-from kvplan.planning.deploy import Deployment, stage_split_problem
+from kvplan.core.releases import release_of
+from kvplan.planning.deploy import FIRST_ONES, LAST, LAST_ONES, MIDDLE, SHARES, Deployment, cut_sizes
+from kvplan.planning.deploy import stage_split_problem
 from kvplan.planning.plan import PlanWarning
 
 OPT = "pp_layer_partition"
+
+# engine -> ((first release, form, how it reads), ...), newest first; a release before every row takes the last row's
+CUTS = {
+    "vllm": (((0, 8, 0), MIDDLE, "the remainder one layer apiece before the last stage"),
+             ((0, 0, 0), LAST, "the remainder on the last stage")),
+    "sglang": (((0, 5, 6), LAST_ONES, "the remainder one layer apiece on the last stages"),
+               ((0, 0, 0), LAST, "the remainder on the last stage")),
+    "trtllm": (((1, 0, 0), FIRST_ONES, "the remainder one layer apiece on the first stages"),
+               ((0, 0, 0), FIRST_ONES, "the remainder one layer apiece on the first stages, 1.x's split (this "
+                                       "release's is not read)")),
+    "llama.cpp": (((0, 0, 0), SHARES, "its layer split at equal free memory, the output layer last"),),
+}
 
 
 def read(opts: dict) -> tuple[int, ...] | None:
@@ -56,6 +88,32 @@ def staged(model, dep: Deployment, sizes: tuple[int, ...] | None, env: str) -> D
     if problem:
         raise KvplanError(f"{env or 'layers per stage'}: {problem}", EXIT_USAGE)
     return replace(dep, stage_layers=sizes)
+
+
+def own_cut(engine: str, version: str | None) -> tuple[str, str] | None:
+    """(form, how it reads) of the engine release's own cut (CUTS; a named release, llama.cpp's eras, takes the
+    engine's newest row), or None for an engine kvplan has read none of (split_layers' default)."""
+    rows = CUTS.get(engine)
+    if not rows:
+        return None
+    v = release_of(version) or rows[0][0]
+    return next(((form, how) for since, form, how in rows if v >= since), rows[-1][1:])
+
+
+def engine_cut(model, dep: Deployment, engine: str, version: str | None,
+               shown: str = "") -> tuple[Deployment, tuple[PlanWarning, ...]]:
+    """`dep` cut as the engine release cuts it by itself where no layers per stage are set and its cut is uneven
+    (Deployment.stage_layers, so every stage rule reads it), with the assumption that says so (`shown`: the engine's
+    name as its docs write it); `dep` as it is else."""
+    cut = own_cut(engine, version) if dep.stage_layers is None and dep.pp > 1 else None
+    if cut is None:
+        return dep, ()
+    sizes = cut_sizes(model.num_layers, dep.pp, cut[0])
+    if len(set(sizes)) == 1:
+        return dep, ()
+    return replace(dep, stage_layers=sizes), (PlanWarning(
+        f"layers per pipeline stage {','.join(map(str, sizes))}: {shown or engine} {version}'s own split "
+        f"({cut[1]}); memory is the binding stage's"),)
 
 
 def unread(engine: str, opts: dict, readers: str, why: str = "") -> None:

@@ -34,7 +34,8 @@ class Deployment:
     # node_gpus, else the engine's assumption (kvplan.engines.trtllm.mlp_split)
     node_gpus: int | None = None
     # layers per pipeline stage as the user sets them (vLLM's VLLM_PP_LAYER_PARTITION, SGLang's
-    # SGLANG_PP_LAYER_PARTITION: kvplan.engines.stage_split); None: the engine's own even split (split_layers)
+    # SGLANG_PP_LAYER_PARTITION), or the engine release's own cut where uneven (kvplan.engines.stage_split); None:
+    # split_layers' default
     stage_layers: tuple[int, ...] | None = None
 
     @property
@@ -42,17 +43,32 @@ class Deployment:
         return self.tp * self.pp * self.dp
 
 
+# How an engine cuts n layers over pp stages where nobody set layers per stage (kvplan.engines.stage_split.CUTS says
+# which engine release cuts which way, with the source lines): the remainder's layers go to
+MIDDLE = "middle"  # the stages before the last, from the second-to-last backwards (vLLM 0.8.0 on: 61 / 4 15,15,16,15)
+LAST = "last"  # the last stage, all of them (vLLM before 0.8, SGLang before 0.5.6: 62 / 4 15,15,15,17)
+LAST_ONES = "last ones"  # one apiece to the last stages (SGLang 0.5.6 on: 62 / 4 15,15,16,16)
+FIRST_ONES = "first ones"  # one apiece to the first stages (TensorRT-LLM's torch.tensor_split: 62 / 4 16,16,15,15)
+SHARES = "shares"  # llama.cpp's equal device shares of n + 1 slots, the output the last (80 / 4 21,20,20,19)
+
+
+def cut_sizes(n: int, pp: int, form: str = MIDDLE) -> tuple[int, ...]:
+    """Layers per stage as an engine cuts n layers over pp stages by itself (`form`, above)."""
+    if form == SHARES:  # layer i on the first device whose cumulative share (d + 1) / pp exceeds i / (n + 1)
+        return tuple(sum(1 for i in range(n) if i * pp // (n + 1) == d) for d in range(pp))
+    base, extra = divmod(n, pp)
+    first = {MIDDLE: pp - 1 - extra, LAST_ONES: pp - extra, FIRST_ONES: 0}.get(form)
+    if first is None:
+        return tuple(base + (extra if i == pp - 1 else 0) for i in range(pp))
+    return tuple(base + (1 if first <= i < first + extra else 0) for i in range(pp))
+
+
 def split_layers(n: int, pp: int, sizes: tuple[int, ...] | None = None) -> list[tuple[int, int]]:
-    """Contiguous [start, end) layer ranges for pp stages: `sizes` layers each where the user set them (a
-    Deployment's stage_layers, checked by stage_split_problem), else as vLLM cuts them (`get_pp_indices`,
-    vllm/distributed/utils.py, 0.8.5 on): n // pp each, the remainder one layer apiece to the stages before the
-    last, from the second-to-last backwards (61 layers over 4: 15, 15, 16, 15). Not yet followed: vLLM before 0.8
-    (the 0.5.4, 0.6.6 and 0.7.3 wheels) and SGLang 0.4.6.post2-0.5.5 (its first releases with pipeline stages) give
-    the whole remainder to the last stage, SGLang 0.5.6-0.5.23 one layer each to the last ones (their wheels'
-    get_pp_indices); a user states theirs with pp_layer_partition."""
+    """Contiguous [start, end) layer ranges for pp stages: `sizes` layers each where set (a Deployment's stage_layers:
+    the user's, checked by stage_split_problem, or the engine's own uneven cut, kvplan.engines.stage_split), else as
+    vLLM 0.8.0 on cuts them (cut_sizes MIDDLE: 61 layers over 4 are 15, 15, 16, 15)."""
     if sizes is None:
-        base, extra = divmod(n, pp)
-        sizes = tuple(base + (1 if pp - 1 - extra <= i < pp - 1 else 0) for i in range(pp))
+        sizes = cut_sizes(n, pp)
     out, start = [], 0
     for size in sizes:
         out.append((start, start + size))

@@ -69,6 +69,7 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp, weight_dtype=None):
         from_pool = _version_from_pool(model, gpu, dep, req, r, out)
         version = out.version = from_pool or version
     engine = resolve_engine("sglang", version, opts)
+    dep = engine.own_stages(model, dep)[0]  # the release's own cut (kvplan.engines.stage_split)
     st = engine.settings(model, stand_in, dep, req)
     if dep.pp > 1:
         out.notes.append(f"pp {dep.pp}: each stage's pool is its own layers'; kvplan shows the largest-cell stage's")

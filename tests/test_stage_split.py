@@ -131,8 +131,10 @@ def test_sglang_before_pp_size_refuses_pipeline_stages():
         assert "\n" not in str(e.value)
         eng.result(_llama70b(), H100, Deployment(4, 1), Request(8192))  # tp alone plans
     resolve_engine("sglang", "0.4.6.post2").result(_llama70b(), H100, Deployment(1, 4), Request(8192))
-    with pytest.raises(KvplanError, match="not modelled for sglang before 0.4.6"):
-        resolve_engine("sglang", "0.4.3", ["pp_layer_partition=80"])
+    for version in ("0.4.3", "0.4.6", "0.4.6.post1"):  # the option, too, from 0.4.6.post2 (PP_FROM) only
+        with pytest.raises(KvplanError, match="not modelled for sglang before 0.4.6.post2"):
+            resolve_engine("sglang", version, ["pp_layer_partition=80"])
+    resolve_engine("sglang", "0.4.6.post2", ["pp_layer_partition=80"])
 
 
 @pytest.mark.parametrize("n, pp, form, sizes", [

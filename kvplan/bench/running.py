@@ -39,7 +39,7 @@ from kvplan.engines.capacity_policy import preempts_on_growth
 from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_mixed, lockstep_workers,
                                       mixed_chunk, model_limits, poll_wait_steps, prefill_first_release,
                                       resident_context, runs_waves, whole_prompt_budget, worker_chunk)
-from kvplan.engines.trtllm.bench import BUILD_FRACTION as TRTLLM_BUILD_FRACTION
+from kvplan.engines.trtllm.bench import BUILD_FRACTION as TRTLLM_BUILD_FRACTION, KV_FRACTION as TRTLLM_KV_FRACTION
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.engines.vllm.defaults import ENGINE_CONTEXT, LLM_CLASS
 from kvplan.engines.vllm.v0_chunked import server_sized
@@ -102,7 +102,7 @@ ENGINE_BUILT = ("trtllm<1.0", "trtllm-engine")
 # cudaMemGetInfo's free bytes once the engine is loaded (the code index's pre-1.0 copies of cpp/tensorrt_llm/
 # batch_manager/kvCacheManager.cpp, file ids 36938158234 and 36927720914, and of its header, 2614816921; no commit
 # given); trtllm-bench throughput hands the runtime its --kv_cache_free_gpu_mem_fraction, 0.90 untold (KV_FRACTION)
-FREE_SHARE = 0.90
+FREE_SHARE = TRTLLM_KV_FRACTION
 
 
 class Running(NamedTuple):

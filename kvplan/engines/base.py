@@ -28,7 +28,7 @@ from kvplan.engines.options import (  # noqa: F401 (re-exported: kvplan.engines.
     check_opts, opt_bool, opt_float, opt_int, parse_engine_opts,
 )
 from kvplan.engines.versions import check_version, check_version_name, parse_version  # noqa: F401 (re-exported)
-from kvplan.engines.versions import reading
+from kvplan.engines.versions import reading, release_post
 from kvplan.hardware.facts import assumed_fact
 from kvplan.planning.layout import rank_request, vllm_placement, whole_answers
 from kvplan.planning.plan import (Answers, Plan, PlanWarning, Request, Stage, Usage, assemble, budgets,
@@ -87,7 +87,7 @@ class Engine:
     # The environment variable the engine reads layers per pipeline stage from, and its first release that does
     # (kvplan.engines.stage_split); "": none read, so --engine-opt pp_layer_partition is refused.
     stage_split_env = ""
-    stage_split_since: tuple[int, ...] = ()
+    stage_split_since: tuple[tuple[int, ...], int] = ((), 0)  # (release, post) the setting is read from
 
     def __init__(self, version: str | None = None, opts: dict | None = None, explicit: dict | None = None):
         """Checked: an unknown version or option is a one-line error before any work."""
@@ -101,9 +101,10 @@ class Engine:
     def check_stage_split(self) -> None:
         """A one-line refusal where the options set layers per stage and this engine release reads none."""
         if stage_split.OPT not in self.opts or (
-                self.stage_split_env and parse_version(self.version or self.default_version) >= self.stage_split_since):
+                self.stage_split_env and release_post(self.version or self.default_version) >= self.stage_split_since):
             return
-        why = f" before {'.'.join(map(str, self.stage_split_since))}" if self.stage_split_env else ""
+        release, post = self.stage_split_since
+        why = f" before {'.'.join(map(str, release))}{f'.post{post}' if post else ''}" if self.stage_split_env else ""
         readers = _engines_that(lambda e: e.stage_split_env).removesuffix(" or ")
         stage_split.unread(self.name, self.opts, readers, why)
 

@@ -9,7 +9,7 @@ The engines read it from the environment, in the wheels:
   * SGLang, SGLANG_PP_LAYER_PARTITION, from 0.4.6.post2, its first release with pipeline stages (--pp-size:
     kvplan.engines.sglang.layout.check_pp refuses pp > 1 before it): `srt/distributed/utils.py` get_pp_indices,
     0.4.9 and 0.5.3 L71-82, 0.5.10 L107-118, 0.5.23 L118-133 (0.4.0 defines it at L70-81 but calls it nowhere), so
-    the option is refused before 0.4.6.
+    the option is refused before 0.4.6.post2.
 Both parse a comma list with Python's int() on each item ("Invalid partition string" otherwise; kvplan reads it
 alike) and raise where its count is not pp (`len(partitions)=... does not match pp_size=...`) or its sum not the
 layers (`sum(partitions)=... does not match num_hidden_layers=...`); kvplan refuses the same, before any work.

@@ -195,7 +195,7 @@ def k_size_gib(tokens: int, model, tp: int, kv_dtype: DType, st: Settings, pp: i
 class Sglang(Engine):
     name = "sglang"
     display_name = "SGLang"
-    stage_split_env, stage_split_since = "SGLANG_PP_LAYER_PARTITION", (0, 4, 6)  # with --pp-size (layout.py)
+    stage_split_env, stage_split_since = "SGLANG_PP_LAYER_PARTITION", sglang_layout.PP_FROM  # with --pp-size
     versions = VERSIONS
     default_version = DEFAULT_VERSION
     option_names = OPTS

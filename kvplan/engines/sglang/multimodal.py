@@ -184,7 +184,7 @@ def left(st, slots: int) -> int:
     return max(0, room(st) - slots)
 
 
-def rows(model, st, slots: int = 0) -> list:
+def rows(model, st, slots: int) -> list:
     """The engine table's multimodal rows (none for a text model, nor where SGLang switches multimodal off: a note);
     the headroom is the memory SGLang leaves above the fraction, free before the weights x (1 - fraction)
     (kvplan.engines.sglang.req_pool.room, from `profile_max_num_token`'s `rest = free_after_weights -
@@ -214,7 +214,7 @@ def _off_note(model, st) -> str | None:
             f"VLM factor on the fraction{tower}; engine option enable_multimodal=true plans it with images")
 
 
-def notes(model, st, slots: int = 0) -> list[str]:
+def notes(model, st, slots: int) -> list[str]:
     """A warning when the embedding cache alone does not fit what the request-slot pool (`slots` bytes) leaves of
     the headroom above the fraction (`left`); where SGLang switches multimodal off by default, that it serves the
     model text-only."""

@@ -95,7 +95,7 @@ def model_release_problem(model, version: str) -> str | None:
 class Vllm(Engine):
     name = "vllm"
     display_name = "vLLM"
-    stage_split_env, stage_split_since = "VLLM_PP_LAYER_PARTITION", (0, 5, 4)  # kvplan.engines.stage_split
+    stage_split_env, stage_split_since = "VLLM_PP_LAYER_PARTITION", ((0, 5, 4), 0)  # kvplan.engines.stage_split
     versions = VERSIONS
     default_version = DEFAULT_VERSION
     option_names = OPTS

@@ -252,11 +252,18 @@ def expected_tiles(tokens: int, share: float, width: int) -> float:
     return tiles
 
 
+def entry_at(paths: tuple, per_step: float) -> tuple | None:
+    """The `paths` entry a step of `per_step` tokens takes (the last whose first token count is <= per_step), or
+    None where there is none (kvplan.speed.terms.path_at reads its rate and bytes, padded_expert_flops its tiles)."""
+    return next((e for e in reversed(paths) if per_step >= e[0]), None)
+
+
 def padded_expert_flops(s, per_step: float) -> float:
     """FLOPs the MoE's MMQ computes past its tokens' own in a step of `per_step` tokens on Shape `s` (module
     docstring): 2 x one expert's parameters x (E x E[ceil(T / mmq_x)] x mmq_x - tokens x k); 0 where the step's path
     has no MoE tiles or the model no experts."""
-    tiles = next((e[3] for e in reversed(s.paths) if per_step >= e[0]), ()) if s.paths and s.num_experts else ()
+    entry = entry_at(s.paths, per_step) if s.num_experts else None
+    tiles = entry[3] if entry else ()
     if not tiles or not s.top_k:
         return 0.0
     widths, chosen_for = tiles

@@ -86,7 +86,7 @@ from dataclasses import dataclass, replace
 
 from kvplan.planning.plan import expected_experts_touched as experts_touched
 from kvplan.speed.compute_dtype import sixteen_bit
-from kvplan.speed.ggml import padded_expert_flops
+from kvplan.speed.ggml import entry_at, padded_expert_flops
 
 TERMS = ("weights", "kv", "gemm", "attn", "experts", "grouped", "comm", "latency", "step", "layer", "seq", "request",
          "pstep", "player", "pmoe", "ingress")
@@ -154,11 +154,8 @@ class Shape:
 def path_at(s: Shape, per_step: float) -> tuple[float, float]:
     """(GEMM FLOP/s, extra bytes a step reads) for a step of `per_step` tokens: the Shape's own GEMM rate and
     none, or where it has `paths` the last whose first token count is <= per_step."""
-    rate, extra = s.gemm_rate, 0.0
-    for first, r, b, *_ in s.paths:
-        if per_step >= first:
-            rate, extra = r, b
-    return rate, extra
+    entry = entry_at(s.paths, per_step)
+    return (s.gemm_rate, 0.0) if entry is None else (entry[1], entry[2])
 
 
 def gemm_rate(gpu, weight_dtype: str | None, compute: str = "bf16") -> tuple[float, str]:

@@ -7,9 +7,10 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli import app
+from kvplan.core.releases import release_of
 from kvplan.engines import resolve_engine
 from kvplan.speed import model as speed
-from kvplan.speed.eras import era_of, fitted_with, own_terms, release, unused_terms
+from kvplan.speed.eras import era_of, fitted_with, own_terms, unused_terms
 
 
 @pytest.mark.parametrize("engine,version,date,era", [
@@ -110,8 +111,9 @@ def test_the_corpus_reads_what_ran():
 
 
 def test_release_numbers():
-    assert release("v0.5.14.post1") == (0, 5, 14) and release("1.0") == (1, 0) and release("nightly-dev") is None
-    assert release("b5062") is None and release(None) is None  # llama.cpp's build names are not releases
+    assert release_of("v0.5.14.post1") == (0, 5, 14) and release_of("1.0") == (1, 0)
+    assert release_of("nightly-dev") is None
+    assert release_of("b5062") is None and release_of(None) is None  # llama.cpp's build names are not releases
 
 
 @pytest.mark.parametrize("version,read", [
@@ -132,7 +134,7 @@ def test_release_numbers():
 def test_a_development_build_is_read_as_the_engines_read_it(version, read):
     from kvplan.engines.versions import parse_version
 
-    assert release(version) == parse_version(version) == read
+    assert release_of(version) == parse_version(version) == read
 
 
 def test_a_development_build_of_an_era_boundary_reads_the_older_era():

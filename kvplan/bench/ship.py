@@ -18,10 +18,11 @@ import sys
 from pathlib import Path
 
 from kvplan.core.files import atomic_write
+from kvplan.core.releases import release_of
 from kvplan.bench.running import running
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import TRAIN_SHARE, read_corpus
-from kvplan.speed.eras import fitted_with, padded, release
+from kvplan.speed.eras import fitted_with, padded
 from kvplan.speed.fit import build_all, errors, fit_era, split
 from kvplan.speed.model import BANDS, DATA
 from kvplan.speed.score import REPORTED, by_key
@@ -65,7 +66,7 @@ def _releases(train) -> dict:
     """{engine: [the oldest, the newest release its training points state]} (a release outside is extrapolated)."""
     out: dict = {}
     for b in train:
-        rel = release(b.case.version)
+        rel = release_of(b.case.version)
         if rel is not None:
             lo, hi = out.get(b.case.engine, (rel, rel))
             out[b.case.engine] = (min(lo, rel, key=padded), max(hi, rel, key=padded))

@@ -8,7 +8,8 @@ coefficients.json beside the coefficients (kvplan.bench.ship).
 from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
-from kvplan.speed.eras import engine_of, padded, release
+from kvplan.core.releases import release_of
+from kvplan.speed.eras import engine_of, padded
 from kvplan.speed.ggml import paths as ggml_paths
 from kvplan.speed.model import FALLBACK_ENGINE, band, covered, engine_key, gemm_kernels, shipped
 from kvplan.speed.compute_dtype import read_flops
@@ -54,12 +55,12 @@ def outside(engine: str | None, gpu_key: str, family: str, version: str | None =
     out = []
     name = engine_of(engine_key(engine))
     span = cov.get("releases", {}).get(name) if covered(engine) else None
-    rel = release(version)
+    rel = release_of(version)
     if span and rel is not None:
-        if padded(rel) > padded(release(span[1])):
+        if padded(rel) > padded(release_of(span[1])):
             out.append(f"{name} {version} is newer than the newest release in the speed corpus ({span[1]}): "
                        f"{engine_key(engine)}'s coefficients, extrapolated")
-        elif padded(rel) < padded(release(span[0])):
+        elif padded(rel) < padded(release_of(span[0])):
             out.append(f"{name} {version} is older than the oldest release in the speed corpus ({span[0]}): "
                        f"{engine_key(engine)}'s coefficients, extrapolated")
     if not covered(engine):

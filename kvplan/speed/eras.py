@@ -148,12 +148,6 @@ def unused_terms(key: str) -> frozenset[str]:
                      + [t for t, engines in SAME_AS.items() if engine in engines])
 
 
-def release(version) -> tuple[int, ...] | None:
-    """The release a version string names, as the engines read it (kvplan.core.releases.release_of: "v0.5.14.post1"
-    -> (0, 5, 14); a development build the release before it, "0.11.1rc2.dev323" -> (0, 11, 0)), or None."""
-    return release_of(version)
-
-
 def padded(rel: tuple[int, ...]) -> tuple[int, ...]:
     """(major, minor) as (major, minor, 0), to compare with three-part releases."""
     return rel + (0,) * (3 - len(rel))
@@ -165,7 +159,7 @@ def era_of(engine: str, version, date: str | None = None, backend: str | None = 
     belongs to: the engine's name, an older era's key from ERAS, or, in the current era, the key of the
     `backend` it ran on where BACKENDS fits that backend apart, else of its `harness_kind` where HARNESSES
     fits that kind apart."""
-    rel = release(version)
+    rel = release_of(version)
     for era in ERAS.get(engine, ()):
         if rel is not None and padded(rel) < padded(era.first_after):
             return era.key

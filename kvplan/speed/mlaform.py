@@ -50,9 +50,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kvplan.core.releases import release_of
 from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.model.layers import Kind, decompressed
-from kvplan.speed.eras import engine_of, padded, release
+from kvplan.speed.eras import engine_of, padded
 
 # Before 0.4.6 every backend: SGLang's DeepSeek attention through 0.4.5 takes forward_normal (decompressed) for an
 # extend only where no request of the batch reuses a cached prefix, forward_absorb otherwise (sglang 0.4.2.post4 wheel
@@ -93,7 +94,7 @@ def mla_heads_per_rank(spec, tp_size: int) -> int:
 
 
 def _at(version) -> tuple[int, ...] | None:
-    rel = release(version)
+    rel = release_of(version)
     return rel if rel is None else padded(rel)
 
 

@@ -19,8 +19,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from kvplan.core.errors import EXIT_ERROR, KvplanError
+from kvplan.core.releases import release_of
 from kvplan.hardware.facts import vendor_of
-from kvplan.speed.eras import engine_of, padded, release
+from kvplan.speed.eras import engine_of, padded
 from kvplan.speed.mlaform import absorbs_with_prefix
 from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, bound, capped_pair_seconds, features, gemm_seconds,
                                 measured_allreduce, measured_tp, moves_tokens, path_at, prefill_width, roofline,
@@ -95,7 +96,7 @@ def runs_custom_allreduce_on_amd(engine: str | None, version: str | None) -> boo
     """Whether the engine's release `version` (None: the current one) runs its custom all-reduce on an AMD GPU
     (CUSTOM_ALLREDUCE_AMD_SINCE, AMD_FORK_BUILDS)."""
     key = rules_key(engine)
-    rel, since = release(version), CUSTOM_ALLREDUCE_AMD_SINCE.get(key)
+    rel, since = release_of(version), CUSTOM_ALLREDUCE_AMD_SINCE.get(key)
     if not since or not rel or padded(rel) >= since:
         return True
     build = str(version).rpartition("+g")[2].split(".")[0] if "+g" in str(version) else ""

@@ -65,8 +65,9 @@ the GPU has no FP4): its t0 x 2 x parameters / rate a touched expert stands for 
 
 from __future__ import annotations
 
+from kvplan.core.releases import release_of
 from kvplan.hardware.facts import capability_of, vendor_of
-from kvplan.speed.eras import engine_of, padded, release
+from kvplan.speed.eras import engine_of, padded
 
 SGLANG_FIRST = (0, 5, 0)  # gpt-oss's first SGLang release (sgl-project/sglang#8833)
 SGLANG_SM120_FLASHINFER = (0, 5, 4)  # is_blackwell_supported() (10.x and 12.x) picks flashinfer_mxfp4 (0.5.4.post2)
@@ -75,7 +76,7 @@ TRTLLM_FIRST = (1, 0, 0)  # the first TensorRT-LLM release the corpus states run
 
 
 def _since(first: tuple[int, ...], version) -> bool:
-    rel = release(version)
+    rel = release_of(version)
     return rel is None or padded(rel) >= first  # None: a current release
 
 

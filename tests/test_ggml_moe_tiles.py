@@ -67,7 +67,7 @@ def test_the_padding_is_in_the_gemm_term_at_the_paths_rate_and_the_step_model_ag
     plain = features(s, 16, 1, 0, 16 * 17 / 2)
     gemm = TERMS.index("gemm")
     # the int8 MMA path at 16 tokens: the RTX 3090 profile's int8 rate, 284 TOPS
-    assert s.paths[1][1] == 284e12
+    assert s.paths[1].rate == 284e12
     no_tiles = shape_for(LITE, RTX3090, weight_dtype="q4_0", engine="llama.cpp", date="2025-04-29")
     extra = plain[gemm] - features(no_tiles, 16, 1, 0, 16 * 17 / 2)[gemm]
     assert extra == pytest.approx(716.03 * 2 * EXPERT / 284e12, rel=1e-4)  # 1.134 ms a micro-batch at coefficient 1
@@ -87,7 +87,7 @@ def test_cdna_tiles_narrow_to_64_with_22051():
     # FLOPs a micro-batch
     after = shape_for(QWEN35, MI100, weight_dtype="q4_0", engine="llama.cpp", date="2026-04-25")
     early = shape_for(QWEN35, MI100, weight_dtype="q4_0", engine="llama.cpp", date="2026-04-18")
-    assert after.paths[1][3][0][-1] == 64 and early.paths[1][3][0][-1] == 128
+    assert after.paths[1].tiles[0][-1] == 64 and early.paths[1].tiles[0][-1] == 128
     assert after.expert_params == 125_829_120
     assert expected_tiles(2048, 1 / 32, 64) == pytest.approx(1.46682, abs=1e-5)
     assert padded_expert_flops(after, 2048) == pytest.approx(1.9248e12, rel=1e-4)

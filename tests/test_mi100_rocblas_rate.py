@@ -46,5 +46,5 @@ def test_before_14624_a_q4_0_prefill_on_the_mi100_dequantizes_to_rocblas_at_the_
     mi100 = find_gpu("mi100")
     steps, missing = paths(mi100, "q4_0", 6.5e9, ggml_rate_of(mi100), "2025-07-22")
     assert missing == ""
-    assert steps[0][0] == 0 and steps[0][1] == pytest.approx(45e12) and steps[0][2] == 0
+    assert steps[0].first == 0 and steps[0].rate == pytest.approx(45e12) and steps[0].extra_bytes == 0
     assert steps[1] == (64, 90e12, 26_000_000_000, ())  # rocBLAS: no MMQ tiles (kvplan.speed.ggml)

@@ -86,9 +86,9 @@ parameters a column, is priced at the path's rate in the `gemm` term. Not priced
 (smpbo), a dense GEMM's own padding (the corpus's micro-batches are whole tiles), and the MoE of CDNA1/2 or RDNA3 past
 their dequantizing bound (where more than 64 experts keep MMQ).
 
-`paths(...)` gives a Shape's `paths`: ((first tokens per step, FLOP/s, extra bytes per step, MoE tiles), ...),
-ascending, the tiles (widths, what the width is chosen for: `_tiles`) where the MoE runs MMQ's MMA kernels, ()
-elsewhere; a step of n tokens takes the last entry whose first is <= n (kvplan.speed.terms.path_at). A llama-bench
+`paths(...)` gives a Shape's `paths`: GemmPath(first tokens per step, FLOP/s, extra bytes per step, MoE tiles)
+entries, ascending, the tiles (widths, what the width is chosen for: `_tiles`) where the MoE runs MMQ's MMA kernels, ()
+elsewhere; a step of n tokens takes the last entry whose first is <= n (`entry_at`). A llama-bench
 test's micro-batch is its -ub clamped to its -b (`micro_batch`), as llama_context runs it. A rate the profile lacks
 is not priced at zero: `missing` names it, and the corpus skips such a point.
 Metal and CPU backends are not modelled (the corpus has no llama-bench pp point on them).
@@ -98,6 +98,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import NamedTuple
 
 from kvplan.hardware.facts import parse_capability
 from kvplan.model.layers import attending
@@ -121,6 +122,15 @@ AMD_TILES = (16, 32, 48, 64, 80, 96, 112, 128)  # granularity 16, 32 at 128 (MFM
 MMQ_TYPES = frozenset({"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "mxfp4", "nvfp4", "q2_k", "q3_k", "q4_k", "q5_k",
                        "q6_k", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq4_xs", "iq4_nl",
                        "q3_k_m", "q4_k_m", "q5_k_m"})  # mmq.cu's switch; a _K_M mix is its k-quant types
+
+
+class GemmPath(NamedTuple):
+    """One kernel path of a Shape's `paths` (module docstring)."""
+
+    first: int  # the fewest tokens per step that take it
+    rate: float  # FLOP/s its weight GEMMs run at
+    extra_bytes: int  # bytes a step moves beside the weights (a dequantizing path's fp16 copy, written and read)
+    tiles: tuple  # (widths, what the width is chosen for) where the MoE runs MMQ's MMA kernels; (): none
 
 
 def _since(date: str | None, day: str) -> bool:
@@ -149,17 +159,17 @@ def _rdna3_mmq_last(cc, wd: str, date: str | None) -> int | None:
     return None
 
 
-def _rdna3(cc, wd: str, date: str | None, vec: float, fp16: float, rate_of, dequant):
+def _rdna3(cc, wd: str, date: str | None, vector: GemmPath, fp16: float, rate_of, dequant: GemmPath):
     """(paths, missing) on RDNA3 (WMMA, gfx11): dp4a MMQ below 64 then dequantize + rocBLAS before #17576; WMMA int8
     MMQ past the vector kernels since, to rocBLAS past a type's bound (_rdna3_mmq_last)."""
     if not _since(date, RDNA3_MMA_SINCE):
-        return ((0, vec, 0, ()), (DP4A_BELOW,) + dequant[1:]), "" if fp16 else "fp16"
+        return (vector, dequant._replace(first=DP4A_BELOW)), "" if fp16 else "fp16"
     int8 = rate_of("int8")
     by_mean = bool(cc) and cc < (11, 5) and _since(date, RDNA3_MEAN_SINCE)
-    out = [(0, vec, 0, ()), (MMVQ_MAX + 1, int8, 0, _tiles(AMD_TILES, date, by_mean))]
+    out = [vector, GemmPath(MMVQ_MAX + 1, int8, 0, _tiles(AMD_TILES, date, by_mean))]
     last = _rdna3_mmq_last(cc, wd, date)
     if last:
-        out.append((last + 1,) + dequant[1:])
+        out.append(dequant._replace(first=last + 1))
     return tuple(out), "" if int8 and fp16 else "int8" if fp16 else "fp16"
 
 
@@ -186,36 +196,37 @@ def paths(gpu, weight_dtype: str | None, dense_params: float, rate_of, date: str
     vendor, arch = str(gpu.vendor or "").upper(), str(gpu.architecture or "").lower()
     fp16 = rate_of("fp16") or rate_of("bf16")
     vec = rate_of("bf16")  # the dp4a / MMVQ kernels: the GEMM term's usual rate (no dp4a rate in a profile)
+    vector = GemmPath(0, vec, 0, ())
     if vendor not in ("NVIDIA", "AMD"):
         return (), ""
     if wd in ("fp16", "f16", "bf16"):  # cuBLAS/rocBLAS on the weights as stored
         rate = rate_of("bf16") if wd == "bf16" else fp16
-        return ((0, rate, 0, ()),), "" if rate else "fp16"
+        return (GemmPath(0, rate, 0, ()),), "" if rate else "fp16"
     if wd not in MMQ_TYPES:
         return (), ""
     cc = parse_capability(gpu.compute_capability)
-    dequant = (0, fp16, int(4 * dense_params), ())  # fp16 copy written and read each micro-batch
+    dequant = GemmPath(0, fp16, int(4 * dense_params), ())  # fp16 copy written and read each micro-batch
     if vendor == "NVIDIA" and cc:
         if cc >= (7, 5) and _since(date, NVIDIA_MMA_SINCE):
             int8 = rate_of("int8")
-            mma = (MMVQ_MAX + 1, int8, 0, _tiles(NVIDIA_TILES, date))
-            return ((0, vec, 0, ()), mma), "int8" if not int8 else "" if vec else "bf16"
+            mma = GemmPath(MMVQ_MAX + 1, int8, 0, _tiles(NVIDIA_TILES, date))
+            return (vector, mma), "int8" if not int8 else "" if vec else "bf16"
         if cc >= (7, 0):  # FP16 tensor cores: dp4a MMQ below the bound, dequantize + cuBLAS above
             first = DP4A_BELOW if _since(date, NVIDIA_MMA_SINCE) else 33
-            return ((0, vec, 0, ()), (first,) + dequant[1:]), "" if fp16 else "fp16"
-        return ((0, vec, 0, ()),), "" if vec else "bf16"
+            return (vector, dequant._replace(first=first)), "" if fp16 else "fp16"
+        return (vector,), "" if vec else "bf16"
     if vendor == "AMD" and arch.startswith("cdna"):
         if _since(date, CDNA_MMA_SINCE):
             int8 = rate_of("int8")
             widths = tuple(w for w in AMD_TILES if w <= 64) if _since(date, CDNA_X64_SINCE) else AMD_TILES
-            out = [(0, vec, 0, ()), (MMVQ_MAX + 1, int8, 0, _tiles(widths, date))]
+            out = [vector, GemmPath(MMVQ_MAX + 1, int8, 0, _tiles(widths, date))]
             last = next((n for n in (129, 257) if not _cdna_mmq(arch, wd, n)), None)
             if last:  # CDNA1/2 past MMQ's batch bound for this type: dequantize + rocBLAS
-                out.append((last,) + dequant[1:])
+                out.append(dequant._replace(first=last))
             return tuple(out), "" if int8 and fp16 else "int8" if fp16 else "fp16"
-        return ((0, vec, 0, ()), (DP4A_BELOW,) + dequant[1:]), "" if fp16 else "fp16"
+        return (vector, dequant._replace(first=DP4A_BELOW)), "" if fp16 else "fp16"
     if vendor == "AMD" and arch == "rdna3":
-        return _rdna3(cc, wd, date, vec, fp16, rate_of, dequant)
+        return _rdna3(cc, wd, date, vector, fp16, rate_of, dequant)
     return (), ""
 
 
@@ -252,10 +263,10 @@ def expected_tiles(tokens: int, share: float, width: int) -> float:
     return tiles
 
 
-def entry_at(paths: tuple, per_step: float) -> tuple | None:
+def entry_at(paths: tuple, per_step: float) -> GemmPath | None:
     """The `paths` entry a step of `per_step` tokens takes (the last whose first token count is <= per_step), or
     None where there is none (kvplan.speed.terms.path_at reads its rate and bytes, padded_expert_flops its tiles)."""
-    return next((e for e in reversed(paths) if per_step >= e[0]), None)
+    return next((e for e in reversed(paths) if per_step >= e.first), None)
 
 
 def padded_expert_flops(s, per_step: float) -> float:
@@ -263,7 +274,7 @@ def padded_expert_flops(s, per_step: float) -> float:
     docstring): 2 x one expert's parameters x (E x E[ceil(T / mmq_x)] x mmq_x - tokens x k); 0 where the step's path
     has no MoE tiles or the model no experts."""
     entry = entry_at(s.paths, per_step) if s.num_experts else None
-    tiles = entry[3] if entry else ()
+    tiles = entry.tiles if entry else ()
     if not tiles or not s.top_k:
         return 0.0
     widths, chosen_for = tiles

@@ -146,7 +146,7 @@ class Shape:
     oneshot_latency_s: float = 0.0  # per tensor-parallel call of the engine's custom all-reduce; 0: the ring's
     oneshot_max_bytes: int = 0  # messages at or past it go to NCCL's ring (link_latency_s)
     prefill_attn_rate: float = 0.0  # FLOP/s prefill queries' attention runs at (FP8 context FMHA: fp8); 0: bf16_rate
-    paths: tuple = ()  # ((first tokens per step, FLOP/s, extra bytes per step, MoE tiles), ...): llama.cpp's kernels
+    paths: tuple = ()  # (kvplan.speed.ggml.GemmPath, ...) ascending: llama.cpp's kernels by tokens per step
     rate_missing: str = ""  # a precision a path needs that the profile does not rate (kvplan.speed.ggml)
     score_bytes_per_flop: float = 0.0  # attention scores materialized (llama.cpp without FlashAttention): kv term
 
@@ -155,7 +155,7 @@ def path_at(s: Shape, per_step: float) -> tuple[float, float]:
     """(GEMM FLOP/s, extra bytes a step reads) for a step of `per_step` tokens: the Shape's own GEMM rate and
     none, or where it has `paths` the last whose first token count is <= per_step."""
     entry = entry_at(s.paths, per_step)
-    return (s.gemm_rate, 0.0) if entry is None else (entry[1], entry[2])
+    return (s.gemm_rate, 0.0) if entry is None else (entry.rate, entry.extra_bytes)
 
 
 def gemm_rate(gpu, weight_dtype: str | None, compute: str = "bf16") -> tuple[float, str]:

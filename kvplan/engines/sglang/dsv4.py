@@ -51,9 +51,10 @@ from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.planning.deploy import stage_ranges
 from kvplan.planning.plan import KV_ENGINE_AUTO, PlanWarning
 
-FROM = (0, 5, 15)  # the release read (earlier releases are not claimed)
-AFTER = (0, 5, 19)  # the first release whose pools are not restated (0.5.18 read; 0.5.23 reworked them)
-READ = "0.5.15-0.5.18"  # the releases whose pools are restated here, as messages name them
+# The releases whose pools are restated here, oldest first (earlier ones not claimed; 0.5.19-0.5.22 not read, 0.5.23
+# reworked them): every bound and message below is read from it
+RELEASES = ("0.5.15", "0.5.16", "0.5.17", "0.5.18")
+READ = f"{RELEASES[0]}-{RELEASES[-1]}"  # as messages name them
 DEFAULT_MAX_RUNNING = 256  # deepseek_v4_hook.py L49-50
 
 
@@ -64,7 +65,7 @@ def default_running(dp: int) -> int:
 
 def applies(version: str | None, layers) -> bool:
     """Whether SGLang `version` runs these layers with its DeepSeek-V4 rules (a release this module read)."""
-    return (version is not None and parse_version(version) >= FROM
+    return (version is not None and parse_version(version) >= parse_version(RELEASES[0])
             and any(isinstance(layer, CompressedMLA) for layer in layers))
 
 
@@ -80,15 +81,16 @@ def running_limit(version: str | None, layers, dp: int, per_worker: int | None) 
 def release_problem(version: str) -> str:
     """Why SGLang `version` cannot plan DeepSeek-V4's pools as kvplan reads them ('' when it can)."""
     why = _unread(version)
-    return f"SGLang {version}: {why}; choose {arg('engine_version')} 0.5.15 to 0.5.18" if why else ""
+    return f"SGLang {version}: {why}; choose {arg('engine_version')} {RELEASES[0]} to {RELEASES[-1]}" if why else ""
 
 
 def _unread(version: str) -> str:
     """What kvplan has not read of SGLang `version`'s DeepSeek-V4 pools ('' for 0.5.15-0.5.18)."""
     v = parse_version(version)
-    if v < FROM:
-        return "kvplan reads SGLang's DeepSeek-V4 pools from 0.5.15 (DSV4PoolConfigurator; earlier releases not read)"
-    if v >= AFTER:
+    if v < parse_version(RELEASES[0]):
+        return (f"kvplan reads SGLang's DeepSeek-V4 pools from {RELEASES[0]} (DSV4PoolConfigurator; earlier releases "
+                "not read)")
+    if v > parse_version(RELEASES[-1]):
         return (f"kvplan restates SGLang's DeepSeek-V4 pools for {READ} only; 0.5.23 reworked them (the SWA pool "
                 "sized from the running limit and cached prefix tails, fp4 indexer keys, page padding) and "
                 "0.5.19-0.5.22 were not read")
@@ -100,11 +102,11 @@ def check_release(model, version: str, defaulted: bool = False) -> None:
     `defaulted`: no release was asked, `version` is kvplan's default, and the line says which release to pass."""
     why = release_problem(version) if has_compressed(model.layers) else ""
     if why and defaulted:
-        why = (f"DeepSeek-V4 under SGLang needs {arg('engine_version')} 0.5.18 (or 0.5.15-0.5.17): with none given "
-               f"kvplan plans SGLang {version}, whose DeepSeek-V4 pools it does not restate ({_unread(version)})")
+        why = (f"DeepSeek-V4 under SGLang needs {arg('engine_version')} {RELEASES[-1]} (or {RELEASES[0]}-"
+               f"{RELEASES[-2]}): with none given kvplan plans SGLang {version}, whose DeepSeek-V4 pools it does not "
+               f"restate ({_unread(version)})")
     if why:
-        raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version,
-                          allowed=("0.5.15", "0.5.16", "0.5.17", "0.5.18"))
+        raise KvplanError(why, EXIT_USAGE, param="engine_version", value=version, allowed=RELEASES)
 
 
 # The CUDA compute capabilities whose kernels 0.5.15-0.5.18's DeepSeek-V4 backend runs: FlashMLA's on every CUDA GPU but

@@ -106,7 +106,7 @@ class Engine:
         release, post = self.stage_split_since
         why = f" before {'.'.join(map(str, release))}{f'.post{post}' if post else ''}" if self.stage_split_env else ""
         readers = _engines_that(lambda e: e.stage_split_env).removesuffix(" or ")
-        stage_split.unread(self.name, self.opts, readers, why)
+        raise stage_split.unread(self.name, self.opts[stage_split.OPT], readers, why)
 
     def own_stages(self, model, dep):
         """(`dep` cut as this release cuts the layers itself where none are set and its cut is uneven, the assumption

@@ -116,12 +116,12 @@ def engine_cut(model, dep: Deployment, engine: str, version: str | None,
         f"({cut[1]}); memory is the binding stage's"),)
 
 
-def unread(engine: str, opts: dict, readers: str, why: str = "") -> None:
-    """A one-line refusal where `opts` set the option for an engine (or release) that has no such setting in kvplan's
-    reading; `readers`: the engines that do, `why`: the release's reason where the engine has one elsewhere."""
-    if OPT in opts:
-        raise _refused(str(opts[OPT]), f"is not modelled for {engine}{why}: only {readers} read layers per pipeline "
-                                       "stage (VLLM_PP_LAYER_PARTITION, SGLANG_PP_LAYER_PARTITION)")
+def unread(engine: str, value, readers: str, why: str = "") -> KvplanError:
+    """The one-line refusal of the option set to `value` for an engine (or release) that has no such setting in
+    kvplan's reading (the caller, kvplan.engines.base.Engine.check_stage_split, has seen it set); `readers`: the
+    engines that do, `why`: the release's reason where the engine has one elsewhere."""
+    return _refused(str(value), f"is not modelled for {engine}{why}: only {readers} read layers per pipeline stage "
+                                "(VLLM_PP_LAYER_PARTITION, SGLANG_PP_LAYER_PARTITION)")
 
 
 def said(dep: Deployment) -> tuple[PlanWarning, ...]:

@@ -130,6 +130,31 @@ def test_check_log_reads_the_split_from_the_command_line():
         resolve_engine("vllm").result(_llama70b(), H100, Deployment(1, 2, stage_layers=(16, 32)), Request(8192))
 
 
+def test_the_plan_names_where_its_split_came_from():
+    # the assumption names its source: the option, the log's command line (vllm#34076's 16,32 on a 48-layer
+    # Qwen3-30B-A3B), or the release's own cut, also where a check passes that cut back in (check-log's vLLM and
+    # SGLang paths cut the deployment first: engines/vllm/reconcile.py, engines/sglang/reconcile.py)
+    from pathlib import Path
+
+    from kvplan.engines.logparse import parse_log
+    from kvplan.engines.logrecord import logged_deployment
+
+    tail = "; memory is the binding stage's"
+    option = [w.message for w in _plan("vllm", "19,21,20,20").warnings if "per pipeline stage" in w.message]
+    assert option == ["layers per pipeline stage 19,21,20,20 as given (engine_opts pp_layer_partition)" + tail]
+    rec = parse_log((Path(__file__).parent / "fixtures/logs/corpus/vllm-34076-qwen3-coder-30b-fp8-pp2.log").read_text())
+    dep = logged_deployment(rec, None, [])
+    plan = resolve_engine("vllm", "0.15.1").result(resolve_model("qwen3-30b-a3b").spec, H100, dep, Request(8192)).plan
+    logged = [w.message for w in plan.warnings if "per pipeline stage" in w.message]
+    assert logged == ["layers per pipeline stage 16,32 as the log sets them (VLLM_PP_LAYER_PARTITION=16,32)" + tail]
+    vllm = resolve_engine("vllm", "0.7.3")
+    cut, said = vllm.own_stages(_llama70b(), Deployment(1, 3))  # 0.7.3: 26, 26, 28
+    assert [w.message for w in said] == ["layers per pipeline stage 26,26,28: vLLM 0.7.3's own split (the remainder "
+                                         "on the last stage)" + tail]
+    again = vllm.result(_llama70b(), H100, cut, Request(8192)).plan
+    assert [w.message for w in again.warnings if "per pipeline stage" in w.message] == [said[0].message]
+
+
 def test_sglang_before_pp_size_refuses_pipeline_stages():
     # SGLang's --pp-size first appears in 0.4.6.post2 (server_args.py L656; its models call get_pp_indices); the
     # 0.4.0, 0.4.3.post4, 0.4.5.post3, 0.4.6 and 0.4.6.post1 wheels have no such flag and call get_pp_indices nowhere

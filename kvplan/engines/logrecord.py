@@ -119,6 +119,14 @@ def logged_deployment(rec: LogRecord, given: int | None, notes: list[str]) -> De
     log's; where each size came from appended to `notes` (deployment_said). vLLM's and TensorRT-LLM's checks."""
     if not (given or rec.tp):
         notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
-    dep = Deployment(given or rec.tp or 1, rec.pp or 1, stage_layers=rec.stage_layers)
+    dep = Deployment(given or rec.tp or 1, rec.pp or 1, **logged_split(rec))
     notes.append(deployment_said(dep, rec, given))
     return dep
+
+
+def logged_split(rec: LogRecord) -> dict:
+    """The layers per stage a log sets, as the Deployment fields that carry them and say where they came from (what a
+    plan's assumption names: kvplan.engines.stage_split.said); {} where it sets none."""
+    if rec.stage_layers is None:
+        return {}
+    return {"stage_layers": rec.stage_layers, "stage_from": f" as the log sets them ({rec.read['stage_layers']})"}

@@ -34,7 +34,9 @@ Unset, each engine cuts the layers its own way, by release (CUTS; the forms are 
     min(n_gpu_layers, n_layer + 1)`, `std::upper_bound(splits, float(il - i_gpu_start) / act_gpu_layers)`); unset,
     the shares are the devices' free memory, planned as equal (identical idle GPUs: 80 layers over 4 are 21, 20,
     20, 19 with the output on the last).
-A plan cut unevenly by the engine says so among its assumptions (`engine_cut`); one cut by the user, `said`.
+A plan says among its assumptions where its layers per stage came from (`said`, Deployment.stage_from): the user's
+option (`staged`), the log a check reads them from (kvplan.engines.logrecord.logged_split) or the engine release's own
+uneven cut (`engine_cut`).
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def staged(model, dep: Deployment, sizes: tuple[int, ...] | None, env: str) -> D
         raise _refused(",".join(map(str, sizes)), f"({env}): {problem}")
     if problem:
         raise KvplanError(f"{env or 'layers per stage'}: {problem}", EXIT_USAGE)
-    return replace(dep, stage_layers=sizes)
+    return replace(dep, stage_layers=sizes, stage_from=f" as given ({arg('engine_opts')} {OPT})") if given else dep
 
 
 def own_cut(engine: str, version: str | None) -> tuple[str, str] | None:
@@ -111,9 +113,8 @@ def engine_cut(model, dep: Deployment, engine: str, version: str | None,
     sizes = cut_sizes(model.num_layers, dep.pp, cut[0])
     if len(set(sizes)) == 1:
         return dep, ()
-    return replace(dep, stage_layers=sizes), (PlanWarning(
-        f"layers per pipeline stage {','.join(map(str, sizes))}: {shown or engine} {version}'s own split "
-        f"({cut[1]}); memory is the binding stage's"),)
+    dep = replace(dep, stage_layers=sizes, stage_from=f": {shown or engine} {version}'s own split ({cut[1]})")
+    return dep, said(dep)
 
 
 def unread(engine: str, value, readers: str, why: str = "") -> KvplanError:
@@ -125,12 +126,13 @@ def unread(engine: str, value, readers: str, why: str = "") -> KvplanError:
 
 
 def said(dep: Deployment) -> tuple[PlanWarning, ...]:
-    """The assumption a plan states where the user set the layers per stage (none where the engine's split stands)."""
+    """The assumption a plan states where its layers per stage are set, naming where they came from
+    (Deployment.stage_from; the module docstring); none where the engine's even split stands."""
     if dep.stage_layers is None:
         return ()
     sizes = ",".join(map(str, dep.stage_layers))
-    return (PlanWarning(f"layers per pipeline stage {sizes} as given ({arg('engine_opts')} {OPT}); memory is the "
-                        "binding stage's"),)
+    return (PlanWarning(f"layers per pipeline stage {sizes}{dep.stage_from or ' as given'}; memory is the binding "
+                        "stage's"),)
 
 
 def _refused(value: str, problem: str) -> KvplanError:

@@ -9,7 +9,7 @@ deployments with an engine is kvplan.compare.candidates'.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvplan.model.layers import FullAttention, IndexedMLA, Kind, MLALatent
 from kvplan.model.spec import ModelSpec
@@ -37,6 +37,9 @@ class Deployment:
     # SGLANG_PP_LAYER_PARTITION), or the engine release's own cut where uneven (kvplan.engines.stage_split); None:
     # split_layers' default
     stage_layers: tuple[int, ...] | None = None
+    # where stage_layers came from, as the words after the sizes in a plan's assumption (kvplan.engines.stage_split.
+    # said): the user's option, a log's line or an engine release's own cut; not part of the layout
+    stage_from: str = field(default="", compare=False, repr=False)
 
     @property
     def gpus(self) -> int:

@@ -67,7 +67,8 @@ def parsed(rec: dict):
     from kvplan.engines.logparse import _num, parse_log
 
     if rec.get("transcribed") in ("table", "json"):
-        return SimpleNamespace(reported={k: _num(str(v)) for k, v in rec["figures"].items()}, settings={})
+        return SimpleNamespace(reported={k: _num(str(v)) for k, v in rec["figures"].items()}, settings={},
+                               stage_layers=None)
     return parse_log((CORPUS / rec["log"]).read_text())
 
 
@@ -76,6 +77,7 @@ def predict(rec: dict, log) -> dict | None:
     from kvplan.sources.catalog import require_in_catalog
     from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
     from kvplan.engines.vllm import engine as vllm
+    from kvplan.engines.logrecord import logged_split
     from kvplan.engines.vllm import overhead as vllm_overhead
     from kvplan.engines.versions import parse_version
     from kvplan.hardware.gpus import find_gpu
@@ -88,7 +90,11 @@ def predict(rec: dict, log) -> dict | None:
         return None
     model, gpu = require_in_catalog(rec["kvplan_model"]), find_gpu(key)
     flags = rec.get("flags") or {}
-    dep = Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1))
+    # the layers per stage as the log's command line sets them (VLLM_PP_LAYER_PARTITION=16,32 before `vllm serve`,
+    # read by kvplan's parser: kvplan.engines.logparse); vLLM reads the variable (envs.py, 0.5.4 wheel L254-255) and
+    # prints no line with its value (its Ray executor's "Copying the following environment variables to workers"
+    # names variables, not values), so the log's own excerpt of the command is where a run states it
+    dep = Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1), **logged_split(log))
     kv = flags.get("kv_cache_dtype")
     if (not kv or kv == "auto") and str(flags.get("dtype", "auto")) not in ("auto", "bfloat16", model.dtype):
         kv = flags["dtype"]  # --kv-cache-dtype auto is the model's dtype as served (--dtype float32: fp32 pages)
@@ -102,8 +108,6 @@ def predict(rec: dict, log) -> dict | None:
         opts["mxfp4_backend"] = rec["mxfp4_backend"]
     if rec.get("flashinfer_sampler") is not None:  # the sampler path the log names
         opts["flashinfer_sampler"] = str(rec["flashinfer_sampler"])
-    if flags.get("VLLM_PP_LAYER_PARTITION"):  # the layers per stage the run set (kvplan.engines.stage_split)
-        opts["pp_layer_partition"] = str(flags["VLLM_PP_LAYER_PARTITION"])
     explicit = {"gpu_memory_utilization": flags["gpu_memory_utilization"]} if "gpu_memory_utilization" in flags else {}
     res = vllm.Vllm(version, opts, explicit).result(model, gpu, dep, req)
     layers = max(b - a for a, b in _ranges(model, res.plan.deployment))  # the stages as planned

@@ -501,3 +501,31 @@ def test_the_a5000_pool_is_its_printed_budget_over_qwen3_8bs_bytes_a_token():
     assert (lo, hi) == (46_336, 46_416) and lo <= 46_368 <= hi
     rep = _bench().parsed(next(r for r in INDEX if r["id"] == "lmcache-3430-qwen3-8b-a5000-v021")).reported
     assert int(rep["kv_cache_tokens"].value) == 46_368 and round(46_368 / 16_384, 2) == rep["max_concurrency"].value
+
+
+def test_the_layers_per_stage_are_read_from_the_parsed_log():
+    # vllm#34076's excerpt is its command line, `VLLM_PP_LAYER_PARTITION=16,32 ... vllm serve ...
+    # --pipeline-parallel-size 2` (vLLM prints no line with the variable's value), and the budget corpus reads the split
+    # there through kvplan's parser; the index keeps no copy. The record itself (an FP8 checkpoint on two unlike GPUs)
+    # is not predicted, so its log is planned here on a 48-layer model kvplan has, Qwen3-30B-A3B: the first stage,
+    # whose weights the "Model loading took" line prints, holds 16 layers, not the even split's 24
+    import dataclasses
+
+    from kvplan.engines import resolve_engine
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.planning.deploy import Deployment
+    from kvplan.planning.plan import Request
+    from kvplan.sources.catalog import find_in_catalog
+
+    rec = next(r for r in INDEX if r["id"] == "vllm-34076-qwen3-coder-30b-fp8-pp2")
+    assert "VLLM_PP_LAYER_PARTITION" not in rec["flags"] and rec.get("kvplan_model") is None
+    bench = _bench()
+    log = bench.parsed(rec)
+    probe = {**rec, "kvplan_model": "qwen3-30b-a3b", "gpu": "h100", "version": "0.15.1",
+             "flags": {"gpu_memory_utilization": 0.9}}
+    split = bench.predict(probe, log)["weights"]
+    even = bench.predict(probe, dataclasses.replace(log, stage_layers=None))["weights"]
+    plan = resolve_engine("vllm", "0.15.1", ["pp_layer_partition=16,32"]).result(
+        find_in_catalog("qwen3-30b-a3b"), find_gpu("h100"), Deployment(1, 2), Request(8192)).plan
+    assert split == plan.stages[0].weight_bytes and plan.stages[0].layers == (0, 16)
+    assert split < even

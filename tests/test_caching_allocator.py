@@ -17,7 +17,7 @@ from kvplan.core.caching_allocator import (
 from kvplan.engines import resolve_engine
 from kvplan.engines.sglang import loaded
 from kvplan.hardware.gpus import find_gpu
-from kvplan.planning.deploy import Deployment
+from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.planning.plan import Request
 from kvplan.planning.tensors import rank_tensors
 from kvplan.sources.catalog import find_in_catalog
@@ -100,7 +100,7 @@ def test_qwq32b_tp4_weights_as_loaded_match_the_log():
 
 def test_pipeline_stage_and_tied_head():
     model = find_in_catalog("qwen2.5-32b")
-    first = rank_tensors(model, tp=4, pp=2)
+    first = rank_tensors(model, tp=4, ranges=split_layers(model.num_layers, 2))
     assert first[0] == 389_283_840 and 389_283_840 not in first[1:]  # no LM head on the first of two stages
     assert len(first) == 1 + 32 * 6  # embedding, then 32 layers of qkv, o, gate_up, down and two norms
 

@@ -265,10 +265,10 @@ def test_mimo_qkv_partial_scale_rows_under_sglang():
     sliding layer's 3,072 + 384 + 256 = 3,712 is 29 whole rows: 0. 9 x 64 = 576 B a GPU. At tp 8 the full layers'
     replicated KV heads are priced elsewhere and a sliding layer's 1,536 + 192 + 128 = 1,856 -> 15 rows against
     116 / 8: (8 x 15 - 116) x 32 x 4 / 8 = 64 B, x 39 = 2,496 B."""
-    assert fp8_linear.sglang_partial_scale_bytes(MIMO, 4, 1) == 9 * 64 == 576
-    assert fp8_linear.sglang_partial_scale_bytes(MIMO, 8, 1) == 39 * 64 == 2496
-    assert fp8_linear.sglang_partial_scale_bytes(MIMO, 2, 1) == 0  # 6,144 + 384 + 256 = 6,784: 53 whole rows
-    assert fp8_linear.sglang_partial_scale_bytes(MIMO, 1, 1) == 0
+    assert fp8_linear.sglang_partial_scale_bytes(MIMO, 4) == 9 * 64 == 576
+    assert fp8_linear.sglang_partial_scale_bytes(MIMO, 8) == 39 * 64 == 2496
+    assert fp8_linear.sglang_partial_scale_bytes(MIMO, 2) == 0  # 6,144 + 384 + 256 = 6,784: 53 whole rows
+    assert fp8_linear.sglang_partial_scale_bytes(MIMO, 1) == 0
     # in the weights as loaded: the rows follow the attention split (DP attention's share), not --tp-size
     h200 = find_gpu("h200")
     with_rows = sglang_loaded.loaded_extra(MIMO, h200, 8, "0.5.23", attn_tp=4)

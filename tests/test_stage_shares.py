@@ -14,7 +14,7 @@ At pp 4 the stages are layers 0-28, 29-58, 59-88, 89-117 (29, 30, 30, 29), holdi
 
 from __future__ import annotations
 
-from kvplan.planning.deploy import Deployment
+from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.planning.plan import Request, prepare
 from kvplan.planning.stage_shares import stage_mixes
 from kvplan.sources.catalog import find_in_catalog
@@ -46,7 +46,8 @@ def test_each_stage_weighs_its_own_blocks_at_pp_4():
 
 def test_the_shares_at_pp_2():
     # 59 layers each: (27, 5, 27) blocks on both halves, so the mixers and the MLPs split evenly
-    (mix0, dense0, moe0), (mix1, dense1, _) = stage_mixes(find_in_catalog("nemotron-h-56b"), 2)
+    nemotron = find_in_catalog("nemotron-h-56b")
+    (mix0, dense0, moe0), (mix1, dense1, _) = stage_mixes(nemotron, split_layers(nemotron.num_layers, 2))
     assert mix0 == mix1 == 0.5 and dense0 == dense1 == 0.5 and moe0 == 0.0
     first, last = _stages(2)
     assert first == last == (27 * MAMBA + 5 * ATTN + 27 * MLP) * 2 + TABLE + SMALL // 2
@@ -54,4 +55,5 @@ def test_the_shares_at_pp_2():
 
 def test_a_model_of_like_layers_keeps_the_count_share():
     # Llama-3.1-8B: every layer the same, so nothing to price apart (rank_weights takes the count's share)
-    assert stage_mixes(find_in_catalog("llama-3.1-8b"), 4) == [(f, f, 0.0) for f in (0.25,) * 4]
+    llama = find_in_catalog("llama-3.1-8b")
+    assert stage_mixes(llama, split_layers(llama.num_layers, 4)) == [(f, f, 0.0) for f in (0.25,) * 4]

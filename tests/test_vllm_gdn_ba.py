@@ -23,7 +23,7 @@ from kvplan.engines.vllm import gdn_ba, overhead
 from kvplan.engines.vllm.defaults import settings as vllm_settings
 from kvplan.hardware.gpus import find_gpu
 from kvplan.model.spec import Quantization
-from kvplan.planning.deploy import Deployment
+from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.planning.plan import Request
 from kvplan.sources.catalog import find_in_catalog
 
@@ -44,28 +44,29 @@ def test_counts_from_the_config():
 
 def test_awq_int4_extra_at_tp2():
     h100 = find_gpu("h100")
-    assert gdn_ba.extra_bytes(_qwen35(), 2, 1, V33, h100) == 6_128_640
-    assert gdn_ba.extra_bytes(_qwen35("gptq"), 2, 1, V33, h100) == 6_128_640
+    assert gdn_ba.extra_bytes(_qwen35(), 2, V33, h100) == 6_128_640
+    assert gdn_ba.extra_bytes(_qwen35("gptq"), 2, V33, h100) == 6_128_640
 
 
 def test_kept_in_bf16_extra_at_tp4():
     m = _qwen35(kept=("linear_attn.in_proj_a", "linear_attn.in_proj_b"))
-    assert gdn_ba.extra_bytes(m, 4, 1, V33, find_gpu("h100")) == 35_389_440
+    assert gdn_ba.extra_bytes(m, 4, V33, find_gpu("h100")) == 35_389_440
 
 
 def test_not_applied_where_vllm_splits():
     h100 = find_gpu("h100")
-    assert gdn_ba.extra_bytes(_qwen35(), 1, 1, V33, h100) == 0  # one rank: nothing to split
-    assert gdn_ba.extra_bytes(_qwen35(), 2, 1, V21, h100) == 0  # 0.21.0: no maybe_disable_tp
-    assert gdn_ba.extra_bytes(_qwen35("compressed-tensors"), 2, 1, V33, h100) == 0  # not in the isinstance test
-    assert gdn_ba.extra_bytes(_qwen35(), 2, 1, V33, h100, "bf16") == 0  # another weight dtype asked for
+    assert gdn_ba.extra_bytes(_qwen35(), 1, V33, h100) == 0  # one rank: nothing to split
+    assert gdn_ba.extra_bytes(_qwen35(), 2, V21, h100) == 0  # 0.21.0: no maybe_disable_tp
+    assert gdn_ba.extra_bytes(_qwen35("compressed-tensors"), 2, V33, h100) == 0  # not in the isinstance test
+    assert gdn_ba.extra_bytes(_qwen35(), 2, V33, h100, "bf16") == 0  # another weight dtype asked for
     nxt = dataclasses.replace(_qwen35(), architecture="Qwen3NextForCausalLM")
-    assert gdn_ba.extra_bytes(nxt, 2, 1, V33, h100) == 0  # interleaved in_proj_ba: one output, split
+    assert gdn_ba.extra_bytes(nxt, 2, V33, h100) == 0  # interleaved in_proj_ba: one output, split
 
 
 def test_pipeline_stage_with_most_layers():
     # pp 2: 32 layers a stage, 24 Gated DeltaNet layers each: half the tp-2 figure
-    assert gdn_ba.extra_bytes(_qwen35(), 2, 2, V33, find_gpu("h100")) == 6_128_640 // 2
+    m = _qwen35()
+    assert gdn_ba.extra_bytes(m, 2, V33, find_gpu("h100"), ranges=split_layers(m.num_layers, 2)) == 6_128_640 // 2
 
 
 def test_plan_counts_and_says_it():
@@ -84,14 +85,14 @@ def test_plan_counts_and_says_it():
 
 def test_first_release_and_the_configs_each_method_loads_as():
     h100, v100 = find_gpu("h100"), find_gpu("v100-sxm2-32")
-    assert gdn_ba.extra_bytes(_qwen35(), 2, 1, V22, h100) == 6_128_640  # 0.22.0: AWQMarlinConfig on a 9.0 part
-    assert gdn_ba.extra_bytes(_qwen35("auto-round"), 2, 1, V22, h100) == 6_128_640  # INCConfig
-    assert gdn_ba.extra_bytes(_qwen35("gptq"), 2, 1, V22, v100) == 6_128_640  # AutoGPTQConfig whatever the GPU
-    assert gdn_ba.extra_bytes(_qwen35("auto-round"), 2, 1, V33, v100) == 6_128_640  # INC: plain AWQ kernel, still INC
-    assert gdn_ba.extra_bytes(_qwen35(), 2, 1, V22, v100) == 0  # 7.0 < 7.5: no Marlin, plain AWQConfig, split
-    assert gdn_ba.extra_bytes(_qwen35(), 2, 1, V24, v100) == 6_128_640  # 0.24.0: AutoAWQConfig on every CUDA GPU
+    assert gdn_ba.extra_bytes(_qwen35(), 2, V22, h100) == 6_128_640  # 0.22.0: AWQMarlinConfig on a 9.0 part
+    assert gdn_ba.extra_bytes(_qwen35("auto-round"), 2, V22, h100) == 6_128_640  # INCConfig
+    assert gdn_ba.extra_bytes(_qwen35("gptq"), 2, V22, v100) == 6_128_640  # AutoGPTQConfig whatever the GPU
+    assert gdn_ba.extra_bytes(_qwen35("auto-round"), 2, V33, v100) == 6_128_640  # INC: plain AWQ kernel, still INC
+    assert gdn_ba.extra_bytes(_qwen35(), 2, V22, v100) == 0  # 7.0 < 7.5: no Marlin, plain AWQConfig, split
+    assert gdn_ba.extra_bytes(_qwen35(), 2, V24, v100) == 6_128_640  # 0.24.0: AutoAWQConfig on every CUDA GPU
     odd = dataclasses.replace(_qwen35(), quantization=Quantization("int4", 256, quant_method="awq"))
-    assert gdn_ba.extra_bytes(odd, 2, 1, V22, h100) == 0  # group 256: not Marlin's, AWQConfig
+    assert gdn_ba.extra_bytes(odd, 2, V22, h100) == 0  # group 256: not Marlin's, AWQConfig
 
 
 def test_awq_on_022_reads_the_capability_and_says_so_where_missing():
@@ -102,6 +103,6 @@ def test_awq_on_022_reads_the_capability_and_says_so_where_missing():
     nxt = dataclasses.replace(_qwen35(), architecture="Qwen3NextForCausalLM")
     assert not gdn_ba.reads_capability(nxt, V22, 2, old) and not gdn_ba.reads_capability(_qwen35(), V22, 2, old, "bf16")
     assert not gdn_ba.reads_capability(_qwen35(), V22, 1, old)
-    assert gdn_ba.extra_bytes(_qwen35(), 2, 1, V22, old) == 6_128_640
+    assert gdn_ba.extra_bytes(_qwen35(), 2, V22, old) == 6_128_640
     st = vllm_settings(_qwen35(), old, Deployment(tp=2), Request(context=8192), "0.22.0")
     assert "compute_capability" in overhead.missing_facts(_qwen35(), Deployment(tp=2), st)

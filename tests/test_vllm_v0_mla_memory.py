@@ -36,10 +36,10 @@ def test_absorbed_weights_deepseek_r1_tp8_fp8():
     #   = 78,660,608 B a layer; x 61 = 4,798,297,088 B (4.47 GiB)
     r1 = find_in_catalog("deepseek-r1")
     assert v0_mla.absorbed_layer_bytes(r1, 8) == 78_660_608
-    assert v0_mla.absorbed_bytes(r1, 8, 1, (0, 7, 3)) == 4_798_297_088
-    assert v0_mla.absorbed_bytes(r1, 8, 1, (0, 7, 1)) == 4_798_297_088  # the 0.7.1 wheel's utils.py L327-389 too
+    assert v0_mla.absorbed_bytes(r1, 8, (0, 7, 3)) == 4_798_297_088
+    assert v0_mla.absorbed_bytes(r1, 8, (0, 7, 1)) == 4_798_297_088  # the 0.7.1 wheel's utils.py L327-389 too
     # 0.8.0 keeps only bf16 views of the dequantized kv_b_proj (#14770); 0.6.6 had no MLA backend
-    assert v0_mla.absorbed_bytes(r1, 8, 1, (0, 8, 0)) == 0 and v0_mla.absorbed_bytes(r1, 8, 1, (0, 6, 6)) == 0
+    assert v0_mla.absorbed_bytes(r1, 8, (0, 8, 0)) == 0 and v0_mla.absorbed_bytes(r1, 8, (0, 6, 6)) == 0
 
 
 def test_absorbed_weights_deepseek_v2_lite_bf16():
@@ -48,7 +48,7 @@ def test_absorbed_weights_deepseek_v2_lite_bf16():
     #   W_Q_UK 2,048 x 16 x 512 x 2 = 33,554,432; W_UV_O 16 x 512 x 2,048 x 2 = 33,554,432; W_QR 2,048 x 16 x 64 x 2
     #   = 4,194,304 -> 71,303,168 B a layer; x 27 = 1,925,185,536 B
     lite = find_in_catalog("deepseek-v2-lite")
-    assert v0_mla.absorbed_bytes(lite, 1, 1, (0, 7, 3)) == 1_925_185_536
+    assert v0_mla.absorbed_bytes(lite, 1, (0, 7, 3)) == 1_925_185_536
 
 
 def test_profile_peak_deepseek_r1_tp8():

@@ -63,7 +63,7 @@ from kvplan.engines.versions import parse_version
 from kvplan.model.compressed import has_compressed
 from kvplan.model.layers import ChunkedLocal, FullAttention, MLALatent, SlidingWindow, kv_heads_per_rank
 from kvplan.model.recurrent import RecurrentState
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import stage_ranges, stages_or_one
 from kvplan.readers.mlp_layout import dense_mlp_layers, exact_mlp_width, gated_mlp
 
 ROW = "row"  # split by its input: block_k
@@ -273,32 +273,32 @@ def partial_scale_bytes(model, dep, version: tuple[int, ...]) -> int:
     width, is refused where gate_up is not whole blocks: kvplan.engines.fp8_linear.check)."""
     if version < MERGED_SKIPPED:
         return 0
-    return _partial_rows(model, dep.tp, dep.pp, Rule("vLLM", "", gdn_one_part=model.architecture in VLLM_ONE_PART_GDN),
-                         sizes=dep.stage_layers)
+    return _partial_rows(model, dep.tp, Rule("vLLM", "", gdn_one_part=model.architecture in VLLM_ONE_PART_GDN),
+                         ranges=stage_ranges(model, dep))
 
 
-def sglang_partial_scale_bytes(model, attn_tp: int, pp: int, sizes: tuple[int, ...] | None = None) -> int:
+def sglang_partial_scale_bytes(model, attn_tp: int, ranges: list[tuple[int, int]] | None = None) -> int:
     """The same partial rows under SGLang, where the one merged projection built unchecked is MiMo-V2's qkv_proj
     (`skip_block_quant_check=True`: 0.5.7 wheel `models/mimo_v2_flash.py` L387, 0.5.23 `models/mimo_v2.py` L724; every
     other merged layer with a part not whole blocks is refused, `check_sglang`). SGLang sizes a block-FP8 linear's
     scales as vLLM does, [cdiv(output_size_per_partition, block_n), cdiv(input_size_per_partition, block_k)]
     (`Fp8LinearMethod` create_weights, 0.5.7 wheel `layers/quantization/fp8.py` L308, 0.5.10 L401, 0.5.23 L678), so
     a rank of the attention group (`attn_tp`: --tp-size, or its attention share under DP attention) adds the same
-    bytes: MiMo-V2-Flash at attention tp 4, 576 B a GPU."""
+    bytes: MiMo-V2-Flash at attention tp 4, 576 B a GPU. `ranges`: the pipeline stages (None: one)."""
     if model.architecture not in SGLANG_SKIPS_QKV:
         return 0
-    return _partial_rows(model, attn_tp, pp, Rule("SGLang", ""), only=("qkv_proj",), sizes=sizes)
+    return _partial_rows(model, attn_tp, Rule("SGLang", ""), only=("qkv_proj",), ranges=ranges)
 
 
-def _partial_rows(model, tp: int, pp: int, rule: Rule, only: tuple[str, ...] | None = None,
-                  sizes: tuple[int, ...] | None = None) -> int:
+def _partial_rows(model, tp: int, rule: Rule, only: tuple[str, ...] | None = None,
+                  ranges: list[tuple[int, int]] | None = None) -> int:
     """The bytes `partial_scale_bytes` describes, over the merged mixer linears `rule` reads (those named in `only`
-    where given), each layer of the largest of `pp` stages split `tp` ways."""
+    where given), each layer of the largest stage of `ranges` (None: one) split `tp` ways."""
     q = model.quantization
     if q.quant_method != "fp8" or q.group_size <= 0 or q.experts_only or tp <= 1:
         return 0
     block, cols = q.group_size, cdiv(model.hidden_size, q.group_size)
-    a, b = max(split_layers(model.num_layers, pp, sizes), key=lambda s: s[1] - s[0])
+    a, b = max(stages_or_one(model, ranges), key=lambda s: s[1] - s[0])
     total = 0
     for layer, n in Counter(model.layers[a:b]).items():
         for lin in _mixer_linears(model, tp, rule, tp, (layer,)):

@@ -84,6 +84,12 @@ def stage_ranges(model, dep: Deployment) -> list[tuple[int, int]]:
     return split_layers(model.num_layers, dep.pp, dep.stage_layers)
 
 
+def stages_or_one(model, ranges: list[tuple[int, int]] | None) -> list[tuple[int, int]]:
+    """`ranges` (a deployment's pipeline stages, stage_ranges), or `model`'s layers as one stage where None: what a
+    memory rule that takes its stages, as its callers have them, reads."""
+    return [(0, model.num_layers)] if ranges is None else ranges
+
+
 def largest_stage(per_layer: list, dep: Deployment):
     """The largest stage's sum of a per-layer figure (bytes, counts), the stages cut as split_layers cuts them."""
     return max(sum(per_layer[a:b]) for a, b in split_layers(len(per_layer), dep.pp, dep.stage_layers))

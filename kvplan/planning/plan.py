@@ -273,8 +273,9 @@ def prepare(model: ModelSpec, dep: Deployment, req: Request, rules=PAGED, step_t
     if dep.dcp > 1:
         rules = DcpRules(rules, dep.dcp)
     place = placement or vllm_placement(dep.tp, dep.dp)
-    mixes = stage_mixes(model, dep.pp, dep.stage_layers)  # each stage's share of the mixers, MLPs and MoE blocks
-    for i, (start, end) in enumerate(stage_ranges(model, dep)):
+    ranges = stage_ranges(model, dep)
+    mixes = stage_mixes(model, ranges)  # each stage's share of the mixers, MLPs and MoE blocks
+    for i, (start, end) in enumerate(ranges):
         frac = (end - start) / model.num_layers
         kv_extra = replicated_kv_proj_bytes(model, wb, model.layers[start:end], dep.tp)
         resident, read = rank_weights(wb, model, i == 0, i == dep.pp - 1, frac, place, touched, kv_extra, mixes[i])

@@ -16,7 +16,6 @@ shapes kvplan does not read apart), the shares are the layer count's.
 from __future__ import annotations
 
 from kvplan.model.layers import Kind
-from kvplan.planning.deploy import split_layers
 from kvplan.readers.block_scales import mixer_params
 from kvplan.readers.mlp_layout import ffn_kinds
 
@@ -47,14 +46,14 @@ def layer_mixers(model) -> list[int] | None:
     return [each if layer.kind == Kind.STATE else x for layer, x in zip(model.layers, out)]
 
 
-def stage_mixes(model, pp: int, sizes: tuple[int, ...] | None = None) -> list[tuple[float, float, float] | None]:
-    """Per stage (its share of the mixers, of the dense-MLP layers, of the MoE layers), each counted from its own
+def stage_mixes(model, ranges: list[tuple[int, int]]) -> list[tuple[float, float, float] | None]:
+    """Per stage of `ranges` (kvplan.planning.deploy.stage_ranges: the deployment's pipeline stages, a user's layers
+    per stage included) its share of the mixers, of the dense-MLP layers, of the MoE layers, each counted from its own
     layers wherever the reader places them: a model whose layers are all alike gets the layer count's shares here
     too (Llama-3.1-8B at pp 4: (0.25, 0.25, 0.0) a stage). A mixer share is the layer count's where the mixers are
     alike or not read (layer_mixers), an MLP / MoE share where ffn_kinds does not place the blocks; None for every
     stage where neither is read, and [None] for one stage (kvplan.planning.layout.rank_weights: the count's)."""
-    ranges = split_layers(model.num_layers, pp, sizes)  # `sizes`: a user's layers per stage (stage_layers)
-    if pp == 1:
+    if len(ranges) == 1:
         return [None]
     p = model.params
     kinds = ffn_kinds(model, model.num_layers)
@@ -64,7 +63,7 @@ def stage_mixes(model, pp: int, sizes: tuple[int, ...] | None = None) -> list[tu
     if mixers is not None and len(set(mixers)) == 1:
         mixers = None  # every mixer alike: the count's share
     if not kinds and mixers is None:
-        return [None] * pp
+        return [None] * len(ranges)
     dense, moe, total = kinds.count("dense"), kinds.count("moe"), sum(mixers or ())
     out = []
     for a, b in ranges:

@@ -23,7 +23,7 @@ from dataclasses import replace
 from kvplan.core.intmath import cdiv, round_up
 from kvplan.model.layers import kv_heads_per_rank
 from kvplan.model.spec import PLAIN_BYTES, ModelSpec
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import split_layers, stages_or_one
 from kvplan.readers.mlp_layout import expert_width as routed_expert_width, ffn_kinds, gated_mlp
 
 VOCAB_PAD = 64  # SGLang's and vLLM's DEFAULT_VOCAB_PADDING_SIZE
@@ -48,17 +48,19 @@ def _formats(model: ModelSpec, weight_dtype: str | None) -> tuple[int, int | Non
     return plain, plain if experts_only else _elem_bytes(method), _elem_bytes(experts)
 
 
-def rank_tensors(model: ModelSpec, tp: int = 1, ep: int = 1, pp: int = 1, weight_dtype: str | None = None,
-                 rope_bytes: int = 0, sizes: tuple[int, ...] | None = None) -> tuple[int, ...]:
+def rank_tensors(model: ModelSpec, tp: int = 1, ep: int = 1, ranges: list[tuple[int, int]] | None = None,
+                 weight_dtype: str | None = None, rope_bytes: int = 0) -> tuple[int, ...]:
     """Bytes of each weight tensor the first pipeline stage's rank allocates, in construction order (module
-    docstring); `rope_bytes`: the RoPE table the first attention layer builds, listed after its projections;
-    `sizes`: the layers per stage a user set (Deployment.stage_layers)."""
-    if model.draft is not None:  # a draft model served beside it: the target's tensors, then the draft's own
+    docstring); `ranges`: the pipeline stages (kvplan.planning.deploy.stage_ranges; None: one); `rope_bytes`: the
+    RoPE table the first attention layer builds, listed after its projections."""
+    if model.draft is not None:  # a draft model served beside it: the target's tensors (its own layers over as many
+        # stages, cut evenly: a drafter under pp is refused, kvplan.planning.speculative), then the draft's own
         target = replace(model, layers=model.layers[:model.num_layers - model.draft.num_layers], draft=None)
-        return rank_tensors(target, tp, ep, pp, weight_dtype, rope_bytes) + rank_tensors(model.draft, tp)
+        cut = split_layers(target.num_layers, len(ranges)) if ranges else None
+        return rank_tensors(target, tp, ep, cut, weight_dtype, rope_bytes) + rank_tensors(model.draft, tp)
     p, hidden, n = model.params, model.hidden_size, model.num_layers
     plain, dense_b, expert_b = _formats(model, weight_dtype)
-    start, end = split_layers(n, pp, sizes)[0]
+    start, end = stages_or_one(model, ranges)[0]
     kinds = ffn_kinds(model, n)
     gated = gated_mlp(model)
     mats = 3 if gated else 2

@@ -61,42 +61,43 @@ from kvplan.engines.base import parse_version
 from kvplan.engines.fp8_linear import sglang_partial_scale_bytes
 from kvplan.engines.mxfp4_experts import stored_expert, triton_hopper_expert
 from kvplan.hardware.facts import capability_of, vendor_of
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import stages_or_one
 from kvplan.planning.tensors import rank_tensors
 from kvplan.readers.mlp_layout import most_moe_layers
 from kvplan.readers.rope import rope_table_bytes
 
 
-def loaded_extra(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1, pp: int = 1,
-                 weight_dtype: str | None = None, attn_tp: int | None = None) -> int:
+def loaded_extra(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1,
+                 ranges: list[tuple[int, int]] | None = None, weight_dtype: str | None = None,
+                 attn_tp: int | None = None) -> int:
     """Bytes per GPU SGLang's loading adds to the checkpoint's weights: the RoPE tables (fp32 on NVIDIA GPUs and
     on a GPU known only by its memory, as SGLang's CUDA build; the model dtype on others), the MXFP4 experts'
     padding and layouts (`tp`: the ranks the MoE is split over, SGLang's --tp-size; `ep` of them by experts), the
     block-FP8 scale rows of a merged projection built unchecked (MiMo-V2's qkv_proj, over `attn_tp` ranks: `tp`
-    unless DP attention splits it) and the caching allocator's rounding of every tensor (`allocator_extra`)."""
-    return loaded_parts(model, gpu, tp, version, ep, pp, weight_dtype, attn_tp)[0]
+    unless DP attention splits it) and the caching allocator's rounding of every tensor (`allocator_extra`), on the
+    pipeline stages `ranges` (kvplan.planning.deploy.stage_ranges; None: one)."""
+    return loaded_parts(model, gpu, tp, version, ep, ranges, weight_dtype, attn_tp)[0]
 
 
-def loaded_parts(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1, pp: int = 1,
-                 weight_dtype: str | None = None, attn_tp: int | None = None,
-                 sizes: tuple[int, ...] | None = None) -> tuple[int, int]:
-    """(`loaded_extra`, the part of it that is the caching allocator's rounding); `sizes`: the layers per stage a
-    user set (Deployment.stage_layers), else the even split."""
+def loaded_parts(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1,
+                 ranges: list[tuple[int, int]] | None = None, weight_dtype: str | None = None,
+                 attn_tp: int | None = None) -> tuple[int, int]:
+    """(`loaded_extra`, the part of it that is the caching allocator's rounding)."""
     vendor = str(getattr(gpu, "vendor", "") or "NVIDIA").upper()
     rope = rope_table_bytes(model, fp32=vendor in ("NVIDIA", "UNKNOWN", ""))
-    rounding = allocator_extra(model, tp, ep, pp, weight_dtype, rope, sizes)
-    scales = sglang_partial_scale_bytes(model, tp if attn_tp is None else attn_tp, pp, sizes)
-    return rope + mxfp4_extra(model, gpu, tp, version, ep, pp, sizes) + scales + rounding, rounding
+    rounding = allocator_extra(model, tp, ep, ranges, weight_dtype, rope)
+    scales = sglang_partial_scale_bytes(model, tp if attn_tp is None else attn_tp, ranges)
+    return rope + mxfp4_extra(model, gpu, tp, version, ep, ranges) + scales + rounding, rounding
 
 
-def allocator_extra(model, tp: int = 1, ep: int = 1, pp: int = 1, weight_dtype: str | None = None,
-                    rope: int = 0, sizes: tuple[int, ...] | None = None) -> int:
+def allocator_extra(model, tp: int = 1, ep: int = 1, ranges: list[tuple[int, int]] | None = None,
+                    weight_dtype: str | None = None, rope: int = 0) -> int:
     """What PyTorch's caching allocator holds for one rank's weights beyond their bytes (module docstring)."""
-    return rounding_bytes(rank_tensors(model, tp, ep, pp, weight_dtype, rope, sizes))
+    return rounding_bytes(rank_tensors(model, tp, ep, ranges, weight_dtype, rope))
 
 
-def mxfp4_extra(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1, pp: int = 1,
-                sizes: tuple[int, ...] | None = None) -> int:
+def mxfp4_extra(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1,
+                ranges: list[tuple[int, int]] | None = None) -> int:
     """Bytes per rank SGLang's MXFP4 MoE backend adds over the checkpoint's experts (module docstring)."""
     q, p = model.quantization, model.params
     cap = capability_of(gpu) if vendor_of(gpu) == "NVIDIA" else None
@@ -113,7 +114,7 @@ def mxfp4_extra(model, gpu, tp: int = 1, version: str = "0.5.23", ep: int = 1, p
         one = _hopper_triton_expert(per_rank, hidden)
     else:
         one = _strided_triton_expert(per_rank, hidden)
-    most = most_moe_layers(model, split_layers(model.num_layers, pp, sizes))  # the stage holding the most
+    most = most_moe_layers(model, stages_or_one(model, ranges))  # the stage holding the most
     return (one - stored_expert(per_rank, hidden)) * cdiv(p.num_experts, ep) * most
 
 

@@ -14,7 +14,7 @@ from kvplan.engines.log_weights import log_weight_dtype
 from kvplan.engines.sglang import engine as sglang
 from kvplan.engines.sglang import loaded as sglang_loaded
 from kvplan.engines.sglang import mamba as sglang_mamba
-from kvplan.planning.deploy import Deployment
+from kvplan.planning.deploy import Deployment, stage_ranges
 from kvplan.planning.plan import Request, prepare
 
 
@@ -236,12 +236,12 @@ def _tp_from_weights(model, rec, out, gpu, version, wdt=None) -> int | None:
         return None
     printed = rec.reported["weights_mem_usage_gb"].value * GIB
     for tp in (1, 2, 4, 8, 16, 32, 64):
+        dep = Deployment(tp, rec.pp or 1)
         try:  # the weights of each stage's rank, as a plan reads them (kvplan.planning.plan.prepare), no plan made
-            per_gpu = max(s.weight_bytes for s in prepare(model, Deployment(tp, rec.pp or 1),
-                                                          Request(context=1, weight_dtype=wdt)).stages)
+            per_gpu = max(s.weight_bytes for s in prepare(model, dep, Request(context=1, weight_dtype=wdt)).stages)
         except KvplanError:
             continue
-        per_gpu += sglang_loaded.loaded_extra(model, gpu, tp, version, 1, rec.pp or 1)
+        per_gpu += sglang_loaded.loaded_extra(model, gpu, tp, version, 1, stage_ranges(model, dep))
         if abs(per_gpu - printed) <= 0.05 * printed:
             out.notes.append(f"the log does not show the tensor-parallel size; tp {tp} inferred: its weights per "
                              f"GPU ({printed / GIB:.2f} GiB) match the model's split {tp} ways (pass {arg('tp')})")

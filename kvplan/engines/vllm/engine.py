@@ -39,6 +39,7 @@ from kvplan.engines.options import opt_bool, opt_int
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.vllm import cache_dtype as vllm_cache_dtype
 from kvplan.engines.vllm import ssm_dtype as vllm_ssm
+from kvplan.planning.deploy import stage_ranges
 from kvplan.planning.plan_warnings import PlanWarning
 from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.model.layers import IndexedMLA, Kind
@@ -183,7 +184,7 @@ class Vllm(Engine):
         facts = fact_warnings("vLLM", gpu, [*(["device_name"] if named else []), *missing_facts(model, dep, st)])
         # tagged as what this engine assumes of unified memory, so the plan's general note is not said twice
         states = vllm_ssm.assumption(model, st)  # the recurrent states' types (kvplan.engines.vllm.ssm_dtype)
-        ba = gdn_ba.note(model, dep.tp, dep.pp, st.v, gpu, st.weight_dtype, dep.stage_layers)  # in_proj_ba whole
+        ba = gdn_ba.note(model, dep.tp, st.v, gpu, st.weight_dtype, stage_ranges(model, dep))  # in_proj_ba whole
         return (*facts, *(w._replace(topic=UNIFIED) for w in uma.warnings(gpu, st)),
                 *([PlanWarning(states)] if states else []), *plan_notes.release_notes(st), *ba,
                 *plan_notes.refined(model, dep, st), *moe_padding.note(model, dep, st),

@@ -39,7 +39,7 @@ from kvplan.hardware.facts import capability_of, fact_missing, vendor_of
 from kvplan.model.recurrent import RecurrentState
 from kvplan.model.spec import PLAIN_BYTES, own_format
 from kvplan.model.weight_formats import linear_bytes
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import stages_or_one
 from kvplan.planning.plan_warnings import PlanWarning
 
 FIRST = (0, 22, 0)  # the first release with maybe_disable_tp (0.22.0 wheel; 0.21.0's has none)
@@ -97,24 +97,25 @@ def _bytes(model, params: int) -> int:
     return linear_bytes(params, q.method, q.group_size, *q.group_format)
 
 
-def extra_bytes(model, tp: int, pp: int, version: tuple[int, ...], gpu, weight_dtype=None,
-                sizes: tuple[int, ...] | None = None) -> int:
-    """Bytes one rank holds beyond its 1/tp share of in_proj_ba, on the stage with the most Gated DeltaNet
-    layers: (whole - whole / tp) of hidden x 2 Hv per layer."""
+def extra_bytes(model, tp: int, version: tuple[int, ...], gpu, weight_dtype=None,
+                ranges: list[tuple[int, int]] | None = None) -> int:
+    """Bytes one rank holds beyond its 1/tp share of in_proj_ba, on the stage of `ranges` (the pipeline stages,
+    kvplan.planning.deploy.stage_ranges; None: one) with the most Gated DeltaNet layers: (whole - whole / tp) of
+    hidden x 2 Hv per layer."""
     if not applies(model, version, tp, gpu, weight_dtype):
         return 0
     most = 0
-    for start, end in split_layers(model.num_layers, pp, sizes):
+    for start, end in stages_or_one(model, ranges):
         params = sum(model.hidden_size * 2 * x.value_heads for x in model.layers[start:end] if _gdn(x))
         whole = _bytes(model, params)
         most = max(most, whole - whole // tp)
     return most
 
 
-def note(model, tp: int, pp: int, version: tuple[int, ...], gpu, weight_dtype=None,
-         sizes: tuple[int, ...] | None = None) -> tuple[PlanWarning, ...]:
+def note(model, tp: int, version: tuple[int, ...], gpu, weight_dtype=None,
+         ranges: list[tuple[int, int]] | None = None) -> tuple[PlanWarning, ...]:
     """The plan's assumption where the term applies (its bytes as a figure, read at the edge), else ()."""
-    extra = extra_bytes(model, tp, pp, version, gpu, weight_dtype, sizes)
+    extra = extra_bytes(model, tp, version, gpu, weight_dtype, ranges)
     if not extra:
         return ()
     return (PlanWarning(f"vLLM builds the Gated DeltaNet in_proj_ba whole on every rank under "

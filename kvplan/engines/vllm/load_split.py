@@ -19,6 +19,7 @@ from __future__ import annotations
 from kvplan.core.caching_allocator import allocated_rounding
 from kvplan.engines.base import parse_version
 from kvplan.hardware.facts import vendor_of
+from kvplan.planning.deploy import stage_ranges
 from kvplan.planning.tensors import rank_tensors
 from kvplan.readers.rope import rope_table_bytes
 
@@ -43,8 +44,8 @@ def assumed_cuda(version: tuple[int, ...], gpu) -> bool:
 
 def load_tensors(model, dep, st) -> tuple[int, ...]:
     """The weights one rank allocates, in the constructor's order, RoPE table included (kvplan.planning.tensors)."""
-    return rank_tensors(model, dep.tp, dep.ep, dep.pp, getattr(st, "weight_dtype", None), rope_table_bytes(model),
-                        dep.stage_layers)
+    return rank_tensors(model, dep.tp, dep.ep, stage_ranges(model, dep), getattr(st, "weight_dtype", None),
+                        rope_table_bytes(model))
 
 
 def load_limit(st) -> int | None:

@@ -42,7 +42,7 @@ and the peak of its eager profile forward, source-derived (docs/engines.md 1.2).
 from __future__ import annotations
 
 from kvplan.model.layers import Kind
-from kvplan.planning.deploy import split_layers
+from kvplan.planning.deploy import stages_or_one
 
 ABSORBED = ((0, 7, 1), (0, 8, 0))  # V0's MLA backend materialising W_Q_UK / W_UV_O (0.7.1 wheel: utils.py L327-389)
 BLOCK = 128  # fp8 requantization group (the checkpoint's weight_block_size, DeepSeek's [128, 128])
@@ -75,10 +75,11 @@ def _fp8(model, weight_dtype) -> bool:
     return model.quantization.method == "fp8" and (name is None or str(name).startswith("fp8"))
 
 
-def mla_layers_on_rank(model, pp: int, sizes: tuple[int, ...] | None = None) -> int:
-    """MLA layers of the pipeline stage holding the most."""
+def mla_layers_on_rank(model, ranges: list[tuple[int, int]] | None = None) -> int:
+    """MLA layers of the pipeline stage of `ranges` (kvplan.planning.deploy.stage_ranges; None: one) holding the
+    most."""
     kinds = [getattr(la, "attention", la).kind for la in model.layers]
-    return max(sum(k == Kind.MLA for k in kinds[a:b]) for a, b in split_layers(model.num_layers, pp, sizes))
+    return max(sum(k == Kind.MLA for k in kinds[a:b]) for a, b in stages_or_one(model, ranges))
 
 
 def absorbed_layer_bytes(model, tp: int, weight_dtype=None) -> int:
@@ -98,13 +99,13 @@ def absorbed_layer_bytes(model, tp: int, weight_dtype=None) -> int:
     return (q_uk + uv_o) * ACT + w_qr + kv_b
 
 
-def absorbed_bytes(model, tp: int, pp: int, version: tuple[int, ...], weight_dtype=None,
-                   sizes: tuple[int, ...] | None = None) -> int:
+def absorbed_bytes(model, tp: int, version: tuple[int, ...], weight_dtype=None,
+                   ranges: list[tuple[int, int]] | None = None) -> int:
     """What the absorbed decode weights add to "Loading model weights took" on the fullest rank (0 outside
     ABSORBED or for a model without MLA)."""
     if not in_absorbed_releases(version):
         return 0
-    return absorbed_layer_bytes(model, tp, weight_dtype) * mla_layers_on_rank(model, pp, sizes)
+    return absorbed_layer_bytes(model, tp, weight_dtype) * mla_layers_on_rank(model, ranges)
 
 
 def profile_peak(model, tp: int, tokens: int, version: tuple[int, ...], weight_dtype=None) -> int | None:

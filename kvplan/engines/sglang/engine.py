@@ -185,11 +185,12 @@ def pool_cell(model, dep, kv_dtype: DType, st: Settings) -> tuple[int, int, int]
                key=lambda c: (c[0] + st.swa_full_tokens_ratio * c[1], c[2]))
 
 
-def k_size_gib(tokens: int, model, tp: int, kv_dtype: DType, st: Settings, pp: int = 1) -> float:
+def k_size_gib(tokens: int, model, dep: Deployment, kv_dtype: DType, st: Settings) -> float:
     """The "K size" SGLang prints for a pool of `tokens` (GB in the log = GiB): (tokens + one page) x the K
-    bytes of a token on one rank of the bounding stage (pool_cell; a stage's own layers under pp), in the pool it
-    prints first (the SWA sub-pool of a hybrid SWA model, whose line prints its own tokens: cell_bytes)."""
-    return (tokens + st.page_size) * pool_cell(model, Deployment(tp, pp), kv_dtype, st)[2] / GIB
+    bytes of a token on one rank of the bounding stage (pool_cell; a stage's own layers under pp, `dep` cut as
+    the release cuts them), in the pool it prints first (the SWA sub-pool of a hybrid SWA model, whose line prints
+    its own tokens: cell_bytes)."""
+    return (tokens + st.page_size) * pool_cell(model, dep, kv_dtype, st)[2] / GIB
 
 
 class Sglang(Engine):
@@ -373,7 +374,7 @@ class Sglang(Engine):
         model has a cache kvplan does not size for SGLang `st.version`, as a plan is."""
         self.check_layers(model)
         sglang_dsv4.no_log_check(model)
-        return k_size_gib(tokens, model, dep.tp, kv_dtype, st, dep.pp)
+        return k_size_gib(tokens, model, dep, kv_dtype, st)
 
     def token_bytes(self, model, dep, st: Settings, kv_dtype) -> int:
         """Full + SWA pool bytes of one token on one rank of the stage that bounds the pool."""

@@ -170,11 +170,12 @@ def _version_from_pool(model, gpu, dep, req, r: dict, out) -> str | None:
     rep = int(r["kv_tokens"].value)
     for v in reversed(sglang.VERSIONS):
         engine = resolve_engine("sglang", v, [])
+        cut = engine.own_stages(model, dep)[0]  # each release's own cut (kvplan.engines.stage_split)
         try:  # a release that cannot run the model (a state layer it has no pool for, ...) did not write the log
             engine.result(model, gpu, dep, req)
-            st = engine.settings(model, gpu, dep, req)
+            st = engine.settings(model, gpu, cut, req)
             f = st.mem_fraction_static
-            _, (c_lo, c_hi) = _pool_range(engine, model, dep, st, r, req.context, req.kv_dtype)
+            _, (c_lo, c_hi) = _pool_range(engine, model, cut, st, r, req.context, req.kv_dtype)
         except KvplanError:
             continue
         if c_lo.tokens <= rep <= c_hi.tokens:
@@ -235,13 +236,15 @@ def _tp_from_weights(model, rec, out, gpu, version, wdt=None) -> int | None:
         out.notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
         return None
     printed = rec.reported["weights_mem_usage_gb"].value * GIB
+    pp = rec.pp or 1  # the stages cut as the release cuts them (kvplan.engines.stage_split), not as vLLM does
+    cut = resolve_engine("sglang", version).own_stages(model, Deployment(1, pp))[0].stage_layers
     for tp in (1, 2, 4, 8, 16, 32, 64):
         try:  # the weights of each stage's rank, as a plan reads them (kvplan.planning.plan.prepare), no plan made
-            per_gpu = max(s.weight_bytes for s in prepare(model, Deployment(tp, rec.pp or 1),
+            per_gpu = max(s.weight_bytes for s in prepare(model, Deployment(tp, pp, stage_layers=cut),
                                                           Request(context=1, weight_dtype=wdt)).stages)
         except KvplanError:
             continue
-        per_gpu += sglang_loaded.loaded_extra(model, gpu, tp, version, 1, rec.pp or 1)
+        per_gpu += sglang_loaded.loaded_parts(model, gpu, tp, version, 1, pp, sizes=cut)[0]
         if abs(per_gpu - printed) <= 0.05 * printed:
             out.notes.append(f"the log does not show the tensor-parallel size; tp {tp} inferred: its weights per "
                              f"GPU ({printed / GIB:.2f} GiB) match the model's split {tp} ways (pass {arg('tp')})")

@@ -37,7 +37,7 @@ from kvplan.engines.sglang import multimodal as sglang_mm
 from kvplan.engines.sglang import quant_methods as sglang_quant
 from kvplan.engines.sglang import req_pool as sglang_req_pool
 from kvplan.engines.sglang import swa as sglang_swa
-from kvplan.engines.sglang import uma as sglang_uma
+from kvplan.engines.sglang import uma as sglang_uma, unpriced as sglang_unpriced
 from kvplan.engines.sglang.boot import emit_advice
 from kvplan.engines.sglang.defaults import (  # noqa: F401 (default_fraction re-exported: sglang.default_fraction)
     default_fraction, dp_attention,
@@ -277,8 +277,8 @@ class Sglang(Engine):
     def assumptions(self, model, gpu, dep, st: Settings) -> tuple:
         """The compute capability of the shared-expert fusion test, the MLA backend's page and the FP8 default
         (attention.py, fp8_default.py), and the fabric of the custom all-reduce rule (kvplan.engines.sglang.allreduce),
-        where the profile leaves them out; on a unified-memory GPU, the free memory the pool is sized from
-        (kvplan.engines.sglang.uma)."""
+        where the profile leaves them out; the terms not priced (kvplan.engines.sglang.unpriced); on a unified-memory
+        GPU, the free memory the pool is sized from (kvplan.engines.sglang.uma)."""
         vendor = vendor_of(gpu)
         version = self.version or self.default_version
         needs = (vendor in ("NVIDIA", "AMD") and fact_missing(gpu, "compute_capability")
@@ -287,8 +287,9 @@ class Sglang(Engine):
                       or (vendor == "NVIDIA" and sglang_attention.reads_capability(model, self.opts, version))))
         tp_size = self._tp_size(model, dep)
         fabric = sglang_allreduce.needs_fabric(gpu, tp_size)
-        facts = fact_warnings("SGLang", gpu, (["compute_capability"] if needs else []) +
-                              (["interconnect.kind"] if fabric else []))
+        facts = (*fact_warnings("SGLang", gpu, (["compute_capability"] if needs else []) +
+                                (["interconnect.kind"] if fabric else [])),  # and the terms it leaves unpriced
+                 *sglang_unpriced.warnings(model, gpu, tp_size, dp_attention(model, dep, self.opts), version))
         # tagged as what this engine assumes of unified memory, so the plan's general note is not said twice
         # (sglang_uma.warnings: none on a discrete GPU without the options)
         if st is None:

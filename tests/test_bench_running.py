@@ -31,15 +31,16 @@ def case(engine="vllm", gpu="h100-sxm", version="0.19.0", isl=7680, osl=1024, fl
 
 
 def test_vllm_runs_what_its_pool_holds_at_the_mean_resident_length():
-    # llm-d-planner accuracy sweep, vLLM 0.19.0 on an H100 80GB HBM3, Llama-3.1-8B-Instruct,
-    # gpu_memory_utilization 0.95
-    # (tests/fixtures/logs/corpus/llmd-meta-llama-llama-3-1-8b-h100-80gb-tp1pp1dp1-8192.log): "GPU KV cache size:
-    # 476,016 tokens", "Maximum concurrency for 8,192 tokens per request: 58.11x".
+    # llm-d-planner accuracy sweep, vLLM 0.19.0 on an H100 80GB HBM3, Qwen2.5-7B-Instruct,
+    # gpu_memory_utilization 0.95 (training split:
+    # tests/fixtures/logs/corpus/llmd-qwen-qwen2-5-7b-instruct-h100-80gb-tp1pp1dp1-8192.log): "GPU KV cache size:
+    # 1,096,000 tokens", "Maximum concurrency for 8,192 tokens per request: 133.79x".
     # A run of 7,680-token prompts and 1,024-token outputs holds 7,680 + 1,024 / 2 = 8,192 tokens per running
-    # request on average, so 476,016 / 8,192 = 58.1 requests run at once; vLLM 0.19 on a >= 70 GiB GPU takes
+    # request on average, so 1,096,000 / 8,192 = 133.8 requests run at once; vLLM 0.19 on a >= 70 GiB GPU takes
     # 8,192 tokens a step (max_num_batched_tokens, arg_utils' large-GPU tier) and up to 1,024 sequences.
-    r = running(case(flags={"gpu_memory_utilization": 0.95}), LLAMA, find_gpu("h100-sxm"))
-    assert r.cap == pytest.approx(476_016 / 8_192, rel=0.02)
+    r = running(case(flags={"gpu_memory_utilization": 0.95}, model="qwen2.5-7b-instruct"),
+                find_in_catalog("qwen2.5-7b-instruct"), find_gpu("h100-sxm"))
+    assert r.cap == pytest.approx(1_096_000 / 8_192, rel=0.02)
     assert r.chunk == 8192
 
 

@@ -15,7 +15,7 @@ import yaml
 
 from kvplan.engines.vllm import overhead as vo
 from kvplan.engines.logparse import parse_log
-from conftest import load_script
+from conftest import load_script, training_log
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "fixtures" / "logs" / "corpus"
@@ -64,14 +64,15 @@ def test_parser_reads_back_every_figure_the_index_lists():
 
 def test_v019_breakdown_adds_up_to_the_printed_budget():
     # vLLM 0.19 prints "Total non KV cache memory" = weights + torch peak + non-torch, and the budget
-    # = total x gmu - that (gpu_worker.py). Qwen3-8B: 0.95 x 79.19 = 75.23; 75.23 - 17.73 = 57.50.
-    rec = parse_log((CORPUS / "llmd-qwen-qwen3-8b-h100-80gb-tp1pp1dp1-8192.log").read_text())
+    # = total x gmu - that (gpu_worker.py). Qwen2.5-7B (training split): 14.25 + 2.21 + 0.24 = 16.70 ("16.7GiB");
+    # 0.95 x 79.19 = 75.23; 75.23 - 16.70 = 58.53.
+    rec = parse_log(training_log("llmd-qwen-qwen2-5-7b-instruct-h100-80gb-tp1pp1dp1-8192"))
     r = rec.reported
     parts = r["weights_gib"].value + r["activation_peak_gib"].value + r["non_torch_gib"].value
     assert abs(parts - r["non_kv_gib"].value) <= 0.015
     budget = r["total_gpu_memory_gib"].value * rec.settings["gpu_memory_utilization"].value - r["non_kv_gib"].value
     assert abs(budget - r["available_kv_gib"].value) <= 0.01
-    assert r["init_non_torch_gib"].text == "0.51" and r["non_torch_gib"].text == "0.25"
+    assert r["init_non_torch_gib"].text == "0.51" and r["non_torch_gib"].text == "0.24"
 
 
 def test_split_is_by_source_and_both_sides_are_populated():
@@ -106,26 +107,15 @@ def test_constants_are_what_the_training_split_gives():
     assert fit["CUDAGRAPH_MOE"] == pytest.approx(cg.CUDAGRAPH_MOE)
 
 
-def test_constants_against_evidence_the_fit_never_saw():
-    """Independent of the calibration: bounds from vLLM's source, and held-out records (never fitted)."""
+def test_constants_against_vllms_source():
+    """Independent of the calibration: bounds from vLLM's source. (Held-out records are scored by
+    benchmarks/budget_corpus.py, never asserted in a test: a test on them would tune the constants to them.)"""
     # Source bound: _dummy_sampler_run materialises fp32 logits (4 B per logit) before softmax/top-k buffers
     # (v1/worker/gpu_model_runner.py); a fitted cost per logit below 4 B would be impossible.
     assert 4 <= vo.SAMPLER_BYTES <= vo.SAMPLER_BYTES_V011
     # Source bound: the fused-MoE caches are bf16 (2 B per element) and overlap (intermediate_cache1 and 3
     # share one buffer in fused_moe.py), so 1-2 B per counted element.
     assert 1 <= vo.MOE_WORKSPACE_BYTES <= 2
-    # Held-out records (split by source; not in the fit): each printed term of the v0.19 DEBUG breakdown
-    # within 5%. Qwen3-8B (llm-d, held out): torch peak 2.21 GiB, non-torch 0.25 GiB; DeepSeek-V2-Lite
-    # (held out, MoE): torch peak 1.93 GiB.
-    b = _bench()
-    by_id = {r["id"]: r for r in INDEX}
-    for rid, term, printed in (("llmd-qwen-qwen3-8b-h100-80gb-tp1pp1dp1-8192", "activation_peak", 2.21),
-                               ("llmd-qwen-qwen3-8b-h100-80gb-tp1pp1dp1-8192", "non_torch", 0.25),
-                               ("llmd-deepseek-ai-deepseek-v2-h100-80gb-tp1pp1dp1-8192", "activation_peak", 1.93)):
-        rec = by_id[rid]
-        assert b.is_held_out(rec), rid
-        pred = b.predict(rec, b.parsed(rec))[term] / 2**30
-        assert abs(pred - printed) / printed <= 0.05, (rid, term, pred)
 
 
 def test_cudagraph_estimate_is_vllms_sum():
@@ -176,26 +166,27 @@ def test_cudagraph_estimate_on_training_logs():
     assert cg.per_graph_cost(qwen, 0) == 2**20  # vLLM's floor: at least 1 MiB a graph
 
 
-def test_held_out_available_kv_and_weights():
-    # The README's table; a regression guard, not the goal (goal: 90% within 5% on held-out vLLM).
+def test_training_available_kv_and_weights():
+    # A regression guard on the training split (the held-out split's table is the README's, printed by
+    # benchmarks/budget_corpus.py, not asserted here: the goal is 90% within 5% there).
     b = _bench()
-    s = b.summary(b.rows(INDEX), "held-out")
+    s = b.summary(b.rows(INDEX), "train")
     kv, w = s["available_kv"], s["weights"]
     assert kv["n"] >= 20 and kv["within_tol"] / kv["n"] >= 0.9
     assert w["within_tol"] / w["n"] >= 0.75
 
 
 def test_activation_peak_hand_arithmetic():
-    # Qwen3-8B, v0.19 on an H100 SXM (132 SMs): T = 8192, S = 1024, vocab 151936, width 12288, hidden 4096.
-    # 14.12 x 1024 x 151936 + the Triton buffer min(next_pow2(min(132, 1024)), 132) = 132 rows x 151936 x 4 B
-    # + 8192 x (0.095 x 12288 + 2.69 x 4096) = 2,196,824,391.68 + 80,222,208 + 99,824,435.2 B = 2.214 GiB;
-    # vLLM printed "torch peak memory increase: 2.21GiB".
+    # Qwen2.5-7B, v0.19 on an H100 SXM (132 SMs): T = 8192, S = 1024, vocab 152064, width 18944, hidden 3584.
+    # 14.12 x 1024 x 152064 + the Triton buffer min(next_pow2(min(132, 1024)), 132) = 132 rows x 152064 x 4 B
+    # + 8192 x (0.095 x 18944 + 2.69 x 3584) = 2,198,675,128.32 + 80,289,792 + 93,721,722.88 B = 2.210 GiB;
+    # vLLM printed "torch peak memory increase: 2.21GiB" (llm-d's log, training split).
     from kvplan.hardware.gpus import find_gpu
     from kvplan.sources.catalog import find_in_catalog
 
-    m = find_in_catalog("qwen3-8b")
+    m = find_in_catalog("qwen2.5-7b-instruct")
     peak = vo.activation_peak(m, 1, 8192, 1024, gpu=find_gpu("h100-sxm"))
-    assert peak == int(14.12 * 1024 * 151936 + 132 * 151936 * 4 + 8192 * (0.095 * 12288 + 2.69 * 4096))
+    assert peak == int(14.12 * 1024 * 152064 + 132 * 152064 * 4 + 8192 * (0.095 * 18944 + 2.69 * 3584))
     assert abs(peak / 2**30 - 2.21) < 0.02
 
 
@@ -322,29 +313,42 @@ def test_a_record_whose_budget_settings_are_unstated_is_predicted_for_its_weight
 
 def test_pool_on_the_printed_budget_is_exact_on_every_record():
     # Issue 22's first goal, token capacity exact: on the budget a log prints (rounded to 0.01 GiB, so an interval),
-    # kvplan's pool must hold the printed tokens (or "# GPU blocks") on every record with a catalogued model, both
-    # splits (no constant enters: only the page arithmetic). Records with pipeline stages are left out: the log prints
-    # one stage's budget, the pool is the least stage's. The fp32 record (--dtype float32, KV auto) checks that KV
-    # pages follow the served dtype: 175,296 printed, kvplan at bf16 pages would say twice that.
+    # kvplan's pool must hold the printed tokens (or "# GPU blocks") on every training record with a catalogued model
+    # (no constant enters: only the page arithmetic; the held-out split is budget_corpus.py's to score). Records with
+    # pipeline stages are left out: the log prints one stage's budget, the pool is the least stage's.
     b = _bench()
-    rows = [r for r in b.rows(INDEX) if r.get("from_budget")]
-    assert len(rows) >= 45
+    rows = [r for r in b.rows(INDEX) if r.get("from_budget") and r["split"] == "train"]
+    assert len(rows) >= 35
     for r in rows:
         e = r["from_budget"]
         assert e["lowest"] <= e["printed"] <= e["highest"], (r["id"], e)
-    assert any(r["from_budget"]["printed"] == 175296 for r in rows)
 
 
-def test_rtx3090_w4a16_qwen3_moe_v0_held_out_budget():
-    # vllm-project/vllm#17327 (bedovyy, 2025-05-07; held out): Qwen3-30B-A3B W4A16 on one RTX 3090, VLLM_USE_V1=0,
-    # gmu 0.90, max_num_seqs 8; vLLM printed total 23.56 GiB x 0.90 = 21.20 GiB, weights 15.68, non-torch 0.06,
-    # activation peak 0.12, KV 5.34 GiB. kvplan (version inferred 0.8.5, 2,048 batched tokens, 8 sequences):
+def test_pool_on_the_printed_budget_follows_the_served_dtype():
+    # --dtype float32 with --kv-cache-dtype auto: KV pages in fp32. Llama-3.1-8B: 2 x 32 layers x 8 KV heads x 128 x
+    # 4 B = 262,144 B a token, 16 x 262,144 = 4,194,304 B a block. A printed "40.00 GiB" is [39.995, 40.005) GiB:
+    # 39.995 x 2^30 / 4,194,304 = 10,238.7 and 40.005 x 2^30 / 4,194,304 = 10,241.3 -> 10,238 .. 10,241 blocks,
+    # 163,808 .. 163,856 tokens; bf16 pages (131,072 B a token) would give twice that.
+    b = _bench()
+    log = parse_log("INFO [gpu_worker.py:436] Available KV cache memory: 40.00 GiB\n"
+                    "INFO [kv_cache_utils.py:1319] GPU KV cache size: 163,840 tokens\n")
+    rec = {"id": "fp32", "engine": "vllm", "kvplan_model": "llama-3.1-8b-instruct", "gpu": "h100-sxm",
+           "version": "0.19.0", "tp": 1, "pp": 1, "weights": "fp32",
+           "flags": {"dtype": "float32", "max_model_len": 8192, "gpu_memory_utilization": 0.95,
+                     "kv_cache_dtype": "auto"}}
+    got = b.predict(rec, log)["from_budget"]
+    assert (got["lowest"], got["highest"]) == (163_808, 163_856)
+
+
+def test_rtx3090_w4a16_qwen3_moe_v0_budget_by_hand():
+    # vllm-project/vllm#17327 (bedovyy, 2025-05-07; held out: its settings only are read here, none of its printed
+    # figures): Qwen3-30B-A3B W4A16 on one RTX 3090, VLLM_USE_V1=0, gmu 0.90, max_num_seqs 8. kvplan (version
+    # inferred 0.8.5, 2,048 batched tokens, 8 sequences), each term by hand from vLLM's rules:
     #   activation = 14.12 B x 8 x 151,936 (sampler) + 2,048 x (0.095 x 6,144 + 2.69 x 2,048) (forward)
     #              + 1.78 B x 2,048 x 8 x (3 x 768 + 2,048) (fused_moe's caches)
     #              = 17,162,690.56 + 12,478,054.4 + 126,919,639.04 = 156,560,384 B (0.146 GiB)
     #   non-torch  = 133 MiB = 139,460,608 B; budget = ceil(25,318,832,210 x 0.9) = 22,786,948,989 B
-    #   KV = 22,786,948,989 - weights as loaded - 156,560,384 - 139,460,608, weights within 2% of 15.6841 GiB;
-    # KV lands at 5.29 GiB: 1.0% under the printed 5.34, on the safe side.
+    #   KV = 22,786,948,989 - weights as loaded - 156,560,384 - 139,460,608.
     b = _bench()
     rec = next(r for r in INDEX if r["id"] == "vllm-17327-qwen3-30b-w4a16-3090-v0")
     assert b.is_held_out(rec) and rec["version_inferred"] == "0.8.5" and not rec.get("version")
@@ -353,9 +357,6 @@ def test_rtx3090_w4a16_qwen3_moe_v0_held_out_budget():
                                           + 1.78 * 2048 * 8 * (3 * 768 + 2048))
     assert pred["non_torch"] == 133 * 2**20
     assert pred["available_kv"] == 22786948989 - pred["weights"] - pred["activation_peak"] - pred["non_torch"]
-    assert abs(pred["weights"] / 2**30 - 15.6841) / 15.6841 <= 0.02
-    kv = pred["available_kv"] / 2**30
-    assert -0.05 <= (kv - 5.34) / 5.34 <= 0.0, kv
 
 
 def test_two_dgx_sparks_pool_on_the_printed_budget():
@@ -363,8 +364,8 @@ def test_two_dgx_sparks_pool_on_the_printed_budget():
     # "Available KV cache memory: 22.5 GiB" and "the estimated maximum model length is 190272". One block of 16 tokens
     # on a rank: 62 layers x (8 KV heads / 2) x 128 x 2 (K, V) x 2 B x 16 = 2,031,616 B; the printed 22.5 GiB is
     # 22.495-22.505 GiB = 24,153,462,620-24,164,200,038 B, so 11,888-11,894 blocks, 190,208-190,304 tokens, and the
-    # printed 190,272 = 11,892 x 16 is inside. (kvplan's own budget for the record, 35.24 GiB, is +56.6%: mostly
-    # unexplained, README and docs/engines.md 1.2b.)
+    # pool kvplan lays on that budget is 190,208-190,304 tokens by this hand arithmetic (the record is held out: its
+    # printed budget is the input, and no printed figure is the expected value).
     from kvplan.engines.vllm import engine as vllm
     from kvplan.hardware.gpus import find_gpu
     from kvplan.planning.deploy import Deployment
@@ -383,7 +384,7 @@ def test_two_dgx_sparks_pool_on_the_printed_budget():
     lo = e.capacity_at(m, dep, st, 24153462620, 196608, kvd, std)
     hi = e.capacity_at(m, dep, st, 24164200038, 196608, kvd, std)
     assert (lo.blocks, hi.blocks) == (24153462620 // block, 24164200038 // block) == (11888, 11894)
-    assert lo.tokens <= 190272 <= hi.tokens
+    assert (lo.tokens, hi.tokens) == (11888 * 16, 11894 * 16) == (190_208, 190_304)
 
 
 def test_train_option_prints_no_held_out_row_and_the_default_says_it_does(monkeypatch, capsys):

@@ -137,7 +137,7 @@ def test_sglang_qwq32b_pool_from_log_budget():
     assert st.mem_fraction_static == 0.85  # the 0.4.3 default for tp 4 (server_args L204-214)
     cap = sglang.capacity(m, Deployment(4), int(2.8455 * GIB), 131072, 1, st, BF16)
     assert cap.tokens == 46_620
-    assert f"{sglang.k_size_gib(46_611, m, 4, BF16, st):.2f}" == "1.42"
+    assert f"{sglang.k_size_gib(46_611, m, Deployment(4), BF16, st):.2f}" == "1.42"
 
 
 def test_sglang_qwen3_235b_k_size():
@@ -145,7 +145,7 @@ def test_sglang_qwen3_235b_k_size():
     # = 24,064 B per token -> (367,404 + 1) x 24,064 B = 8.234 GiB.
     m = find_in_catalog("qwen3-235b-a22b")
     st = sglang.settings(m, find_gpu("h100"), Deployment(4), Request(context=8192), "0.5.23", {}, {})
-    assert f"{sglang.k_size_gib(367_404, m, 4, BF16, st):.2f}" == "8.23"
+    assert f"{sglang.k_size_gib(367_404, m, Deployment(4), BF16, st):.2f}" == "8.23"
 
 
 def test_sglang_default_fraction_rules():

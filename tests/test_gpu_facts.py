@@ -308,16 +308,17 @@ def test_the_assumptions_reproduce_the_old_answers(gpus, old_profiles):
 
 
 def test_check_log_without_gpu_states_the_corpus_machine():
-    # A v0.19 tp 2 log with no --gpu: the FlashInfer workspace (1.50 GiB, tests/test_vllm_non_torch.py) is
-    # counted as on an HGX H100 and the output says so; with --gpu h100 it is the profile's own fact.
+    # A v0.19 tp 2 log (llm-d's Qwen2.5-7B-Instruct, training split) with no --gpu: the FlashInfer workspace (1.50
+    # GiB, tests/test_vllm_non_torch.py) is counted as on an HGX H100 and the output says so; with --gpu h100 it is
+    # the profile's own fact.
     from typer.testing import CliRunner
 
     from kvplan.cli import app
 
-    log = "tests/fixtures/logs/corpus/llmd-meta-llama-llama-3-1-8b-h100-80gb-tp2pp1dp1-8192.log"
+    log = "tests/fixtures/logs/corpus/llmd-qwen-qwen2-5-7b-instruct-h100-80gb-tp2pp1dp1-8192.log"
     runner = CliRunner()
-    bare = json.loads(runner.invoke(app, ["check-log", log, "--model", "llama-3.1-8b-instruct", "--json"]).stdout)
-    named = json.loads(runner.invoke(app, ["check-log", log, "--model", "llama-3.1-8b-instruct", "--gpu", "h100",
+    bare = json.loads(runner.invoke(app, ["check-log", log, "--model", "qwen2.5-7b-instruct", "--json"]).stdout)
+    named = json.loads(runner.invoke(app, ["check-log", log, "--model", "qwen2.5-7b-instruct", "--gpu", "h100",
                                            "--json"]).stdout)
     note = "no --gpu: vLLM's FlashInfer all-reduce workspace (1.50 GiB per GPU) counted as on an HGX H100"
     assert any(n.startswith(note) for n in bare["notes"]) and not any("HGX" in n for n in named["notes"])

@@ -48,37 +48,27 @@ def _fp16_run(rec: dict, model_name: str, tp: int, gpu: str, context: int, opts:
     return rep, engine, model, dep, st, canonical_kv_dtype("float16", model.dtype)
 
 
-def test_llama_8b_on_l40s_tokens_from_k_size_and_pool_from_the_budget():
-    # sglang#13023 (keyboardAnt, 2025-11-11; held out): Llama-3.x-8B bf16 on one L40S, release inferred 0.5.5.
-    rep = parse_log(corpus_log("sglang-13023-llama-8b-l40s", held_out=True)).reported
-    assert rep["kv_tokens"].value == 183_133 and rep["k_size_gb"].text == "11.18"
+def test_sglang_0_5_5_default_fraction_on_an_l40s_by_hand():
+    # SGLang 0.5.5's default mem_fraction_static on an L40S reads nvidia-smi's 46,068 MiB (the l40s profile's
+    # memory_smi_bytes): chunked prefill 4,096 and CUDA-graph max bs 32 (the < 60 GiB tier, tp < 4), reserve 512 +
+    # 1.5 x 4,096 + 2 x 32 + 1 x 1 / 8 x 1,024 = 6,848 MiB -> round((46,068 - 6,848) / 46,068, 3) = round(0.85135, 3)
+    # = 0.851 (torch's 45,486 MiB would give 0.849). Llama-3.1-8B's K + V a token: 2 x 32 layers x 8 KV heads x 128 x
+    # 2 B = 131,072 B. (sglang#13023's L40S log, held out, is read for its format only: below.)
     model, dep = find_in_catalog("llama-3.1-8b-instruct"), Deployment(1, 1)
     engine = resolve_engine("sglang", "0.5.5")
-    gpu = find_gpu("l40s")
-    st = engine.settings(model, gpu, dep, Request(context=8192))
-    bf16 = canonical_kv_dtype("auto", model.dtype)
-    # Tokens from the K size: K per token = 32 layers x 8 KV heads x 128 x 2 B = 65,536 B; the buffers hold
-    # #tokens + 1 page (page 1) rows. "11.18 GB" (GiB) is [11.175, 11.185): 11.175 x 2^30 / 65,536 = 183,091.2 and
-    # 11.185 x 2^30 / 65,536 = 183,255.04, so rows 183,092..183,255 and #tokens 183,091..183,254, holding 183,133.
-    assert engine.token_bytes(model, dep, st, bf16) == 2 * 65_536
-    lo, hi = _tokens_from_k("11.18", 65_536)
-    assert (lo, hi) == (183_091, 183_254) and lo <= 183_133 <= hi
-    assert f"{engine.k_size_gib(model, dep, st, 183_133, bf16):.2f}" == "11.18"
-    # The pool from the budget. 0.5.5's default fraction on an L40S reads nvidia-smi's 46,068 MiB: chunked prefill
-    # 4,096 and CUDA-graph max bs 32 (the < 60 GiB tier, tp < 4), reserve 512 + 1.5 x 4,096 + 2 x 32 + 1 x 1 / 8 x
-    # 1,024 = 6,848 MiB -> round((46,068 - 6,848) / 46,068, 3) = round(0.85135, 3) = 0.851 (torch's 45,486 MiB
-    # would give 0.849). rest = avail 28.91 - free before 44.00 x (1 - 0.851) = 22.354 GiB; a cell of 131,072 B
-    # -> 22.354 x 2^30 / 131,072 = 183,124; the printed figures' last digits ([28.905, 28.915), [43.995, 44.005))
-    # give 183,077..183,171, which holds the printed 183,133.
-    assert st.mem_fraction_static == 0.851 and st.chunked_prefill_size == 4096
-    f = st.mem_fraction_static
-    budgets = ((28.905 - 44.005 * (1 - f)) * GIB, (28.915 - 43.995 * (1 - f)) * GIB)
-    tokens = [engine.capacity_at(model, dep, st, int(b), 8192, bf16).tokens for b in budgets]
-    assert tokens[0] <= 183_133 <= tokens[1] and tokens[1] - tokens[0] < 100
-    # End to end from the GPU alone (usable 44.42 GiB - 512 MiB before the weights, x 0.851 - the weights as
-    # loaded): within 0.1% of the printed #tokens, and not above it by more than that.
-    alone = engine.result(model, gpu, dep, Request(context=8192)).capacity.tokens
-    assert abs(alone - 183_133) / 183_133 < 0.001
+    st = engine.settings(model, find_gpu("l40s"), dep, Request(context=8192))
+    assert round((46_068 - 6_848) / 46_068, 3) == st.mem_fraction_static == 0.851 and st.chunked_prefill_size == 4096
+    assert engine.token_bytes(model, dep, st, canonical_kv_dtype("auto", model.dtype)) == 2 * 65_536
+
+
+def test_sglang_13023_pool_line_is_read():
+    # sglang#13023 (keyboardAnt, 2025-11-11; held out): the parser alone reads its "#tokens" and "K size" as the index
+    # transcribes them; no kvplan figure is set beside a held-out record's (benchmarks/budget_corpus.py scores it)
+    rec = corpus_record("sglang-13023-llama-8b-l40s", held_out=True)
+    rep = parse_log(corpus_log(rec["id"], held_out=True)).reported
+    fig = rec["figures"]
+    assert int(rep["kv_tokens"].value) == int(str(fig["kv_tokens"]).replace(",", ""))
+    assert rep["k_size_gb"].text == f"{float(fig['k_size_gb']):.2f}"
 
 
 def test_llama_8b_on_h100_at_0_4_4_end_to_end():
@@ -128,16 +118,16 @@ def test_mimo_v2_flash_k_size_is_the_swa_pools_first_line():
 def test_budget_corpus_sglang_rows_run_and_tokens_from_k_are_exact():
     b = _bench()
     rows = b.budget_sglang.sglang_pool(list(corpus_index()), b._split, b.parsed)
-    from_k = [r for r in rows if "tokens_from_k" in r["terms"]]
+    from_k = [r for r in rows if "tokens_from_k" in r["terms"] and r["split"] == "train"]  # never a held-out figure
     assert len(from_k) >= 8
     assert all(r["terms"]["tokens_from_k"]["error"] == 0 for r in from_k), [r["id"] for r in from_k]
     assert all(r["terms"]["tokens_from_k"]["k_size"][0] == r["terms"]["tokens_from_k"]["k_size"][1] for r in from_k)
-    held = next(r for r in rows if r["id"] == "sglang-13023-llama-8b-l40s")
+    held = next(r for r in rows if r["id"] == "sglang-13023-llama-8b-l40s")  # scored (no figure of it read here)
     assert held["split"] == "held-out" and {"weights", "avail_after_weights", "kv_pool", "tokens"} <= set(held["terms"])
-    summ = b.budget_sglang.pool_summary(rows, "held-out")
-    assert summ["tokens_from_k"]["within_tol"] == summ["tokens_from_k"]["n"]
+    summ = b.budget_sglang.pool_summary(rows, "train")
+    assert summ["tokens_from_k"]["within_tol"] == summ["tokens_from_k"]["n"] >= 8
     md = b.budget_sglang.pool_markdown(rows)
-    assert "| SGLang record |" in md and "| tokens from k | held-out | 4 | +0 tokens | 0.0% | 4/4 exact |" in md
+    assert "| SGLang record |" in md and "| tokens from k | train |" in md
     # a record whose budget the index marks unpredictable is checked from its K size only
     patched = next(r for r in rows if r["id"] == "sglang_qwen3_30b_a3b_pr18263")
     assert set(patched["terms"]) == {"tokens_from_k"} and patched["why_not"].startswith("unpredictable")

@@ -403,22 +403,23 @@ def test_vllm_multi_module_mtp_retains_window_tokens():
 
 
 def test_check_log_plans_the_drafter_its_log_names(kvplan_home, tmp_path):
-    """A real vLLM 0.19.0 log of Llama-3.1-8B on an H100 (llm-d), with its `speculative_config=None` replaced
-    by the SpeculativeConfig line vLLM prints for a draft model (config/speculative.py L2196-2210), so the
-    numbers below test the plumbing, not a measured run. From the printed 58.11 GiB, one block id is
-    16 x (32 x 2 x 8 x 128 + 16 x 2 x 8 x 64) x 2 B = 2,621,440 B -> 23,801 blocks -> 380,816 tokens."""
+    """A real vLLM 0.19.0 log of Llama-3.1-8B (RedHatAI's W8A8, fp16) on an H100 (llm-d, training split), with its
+    `speculative_config=None` replaced by the SpeculativeConfig line vLLM prints for a draft model
+    (config/speculative.py L2196-2210), so the numbers below test the plumbing, not a measured run. From the printed
+    64.6 GiB, one block id is 16 x (32 x 2 x 8 x 128 + 16 x 2 x 8 x 64) x 2 B = 2,621,440 B -> 26,460 blocks ->
+    423,360 tokens."""
     from conftest import REPO
 
-    src = REPO / "tests/fixtures/logs/corpus/llmd-meta-llama-llama-3-1-8b-h100-80gb-tp1pp1dp1-8192.log"
+    src = REPO / "tests/fixtures/logs/corpus/llmd-w8a8-redhatai-llam-h100-80gb-tp1pp1dp1-8192-dtf16.log"
     line = "SpeculativeConfig(method='draft_model', model='meta-llama/Llama-3.2-1B-Instruct', num_spec_tokens=4)"
     log = tmp_path / "draft.log"
     log.write_text(src.read_text().replace("speculative_config=None", f"speculative_config={line}"))
-    r = run("check-log", str(log), "--json")
+    r = run("check-log", str(log), "--model", "llama-3.1-8b-instruct", "--json")  # the log names RedHatAI's repo
     assert r.exit_code == 0, r.output
     assert "planned with --speculative draft:meta-llama/Llama-3.2-1B-Instruct:4" in r.stderr
     row = next(x for x in json.loads(r.stdout)["rows"] if x["quantity"].startswith("KV cache tokens"))
     lo, hi = (int(v.replace(",", "")) for v in row["predicted"].split(" .. "))
-    assert lo <= int(58.11 * 2**30) // 2_621_440 * 16 <= hi
+    assert lo <= int(64.6 * 2**30) // 2_621_440 * 16 == 423_360 <= hi
 
 
 def test_an_unreadable_mtp_key_does_not_refuse_the_model():

@@ -19,7 +19,7 @@ from kvplan.speed.cohort import cohort
 from kvplan.speed.corpus import read_corpus
 from kvplan.speed.load import Load, combos, value
 
-LLAMA = find_in_catalog("llama-3.1-8b-instruct")
+QWEN = find_in_catalog("qwen2.5-7b-instruct")
 
 
 def test_a_tiny_pool_by_hand():
@@ -73,7 +73,7 @@ def test_the_cohort_prices_a_request_with_its_redone_prompts_and_the_queue_it_le
 
 def _point(concurrency, rate=None, **extra):
     point = {"engine": "vllm", "gpu": "h100-sxm", "version": "0.19.0", "isl": 7680, "osl": 1024,
-             "concurrency": concurrency, "num_prompts": 500, "kvplan_model": "llama-3.1-8b-instruct", "gpus": 1,
+             "concurrency": concurrency, "num_prompts": 500, "kvplan_model": "qwen2.5-7b-instruct", "gpus": 1,
              "tp": 1, "flags": {"gpu_memory_utilization": 0.95}, "metrics": {"tpot_ms": 20}, **extra}
     if rate:
         point["request_rate"] = rate
@@ -81,23 +81,24 @@ def _point(concurrency, rate=None, **extra):
 
 
 def test_vllm_caps_a_fixed_closed_loop_at_its_cycles_mean():
-    # vLLM 0.19.0, Llama-3.1-8B-Instruct on an H100 at gpu_memory_utilization 0.95: "GPU KV cache size: 476,016
-    # tokens" (tests/fixtures/logs/corpus/llmd-meta-llama-llama-3-1-8b-h100-80gb-tp1pp1dp1-8192.log). A closed loop of
-    # 56 requests of 7,680 + 1,024 tokens: 56 x 7,680 = 430,080 fit, 56 x 8,704 = 487,424 do not. s0 = 476,016 / 56
-    # - 7,680 = 820.3; m = (56 x 820.3 + 476,016 ln(8,704 / 8,500.3)) / 1,024 = (45,937 + 11,273) / 1,024 = 55.87;
-    # B_L = 476,016 / 8,704 = 54.69; r = 476,016 ln(56 / 54.69) / (56 x 7,680) = 0.0262. The staggered cap,
-    # 476,016 / (7,680 + 512) = 58.1, is above the 56 that run, so it did not bind before.
+    # vLLM 0.19.0, Qwen2.5-7B-Instruct on an H100 at gpu_memory_utilization 0.95: "GPU KV cache size: 1,096,000
+    # tokens" (tests/fixtures/logs/corpus/llmd-qwen-qwen2-5-7b-instruct-h100-80gb-tp1pp1dp1-8192.log, training split).
+    # A closed loop of 130 requests of 7,680 + 1,024 tokens: 130 x 7,680 = 998,400 fit, 130 x 8,704 = 1,131,520 do
+    # not. s0 = 1,096,000 / 130 - 7,680 = 750.77; m = (130 x 750.77 + 1,096,000 ln(8,704 / 8,430.77)) / 1,024 =
+    # (97,600 + 34,957) / 1,024 = 129.45; B_L = 1,096,000 / 8,704 = 125.92; r = 1,096,000 ln(130 / 125.92) / (130 x
+    # 7,680) = 0.0350. The staggered cap, 1,096,000 / (7,680 + 512) = 133.8, is above the 130 that run, so it did not
+    # bind before.
     h100 = find_gpu("h100-sxm")
     assert preempts_on_growth("vllm") and not preempts_on_growth("sglang") and not preempts_on_growth("trtllm")
-    got = running(_point(56), LLAMA, h100)
-    assert got.cap == pytest.approx(55.87, rel=0.02)
-    assert got.recompute == pytest.approx(0.0262, rel=0.1)
-    # as many as the pool's end holds (54 x 8,704 = 470,016): no preemption, the staggered cap as before
-    fits = running(_point(54), LLAMA, h100)
-    assert fits.cap == pytest.approx(476_016 / 8_192, rel=0.02) and fits.recompute == 0.0
+    got = running(_point(130), QWEN, h100)
+    assert got.cap == pytest.approx(129.45, rel=0.02)
+    assert got.recompute == pytest.approx(0.0350, rel=0.1)
+    # as many as the pool's end holds (125 x 8,704 = 1,088,000): no preemption, the staggered cap as before
+    fits = running(_point(125), QWEN, h100)
+    assert fits.cap == pytest.approx(1_096_000 / 8_192, rel=0.02) and fits.recompute == 0.0
     # an open loop at a rate is staggered: the mean resident length's cap, no recompute
-    paced = running(_point(56, rate=2.0), LLAMA, h100)
-    assert paced.cap == pytest.approx(476_016 / 8_192, rel=0.02) and paced.recompute == 0.0
+    paced = running(_point(130, rate=2.0), QWEN, h100)
+    assert paced.cap == pytest.approx(1_096_000 / 8_192, rel=0.02) and paced.recompute == 0.0
 
 
 def test_the_dstack_deepseek_r1_point_runs_below_its_prompts():

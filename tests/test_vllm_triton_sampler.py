@@ -137,20 +137,21 @@ def test_overhead_re_exports_the_sampler_rules():
 
 
 def test_check_log_without_gpu_says_which_sm_count_it_took():
-    # A v0.19 log with no --gpu: the Triton buffer is counted with an H100's 132 SMs and the output says so;
-    # Llama 3.1 8B at S = min(1024, 8192) = 1024 rows: 132 x 128,256 x 4 B = 67,719,168 B = 0.063 GiB
+    # A v0.19 log (llm-d's Qwen2.5-7B-Instruct at tp 2, training split) with no --gpu: the Triton buffer is counted
+    # with an H100's 132 SMs and the output says so; Qwen2.5-7B at S = min(1024, 8192) = 1024 rows: 132 x 152,064 x
+    # 4 B = 80,289,792 B = 0.075 GiB
     import json
 
     from typer.testing import CliRunner
 
     from kvplan.cli import app
 
-    log = "tests/fixtures/logs/corpus/llmd-meta-llama-llama-3-1-8b-h100-80gb-tp2pp1dp1-8192.log"
+    log = "tests/fixtures/logs/corpus/llmd-qwen-qwen2-5-7b-instruct-h100-80gb-tp2pp1dp1-8192.log"
     runner = CliRunner()
-    bare = json.loads(runner.invoke(app, ["check-log", log, "--model", "llama-3.1-8b-instruct", "--json"]).stdout)
-    named = json.loads(runner.invoke(app, ["check-log", log, "--model", "llama-3.1-8b-instruct", "--gpu", "h100",
+    bare = json.loads(runner.invoke(app, ["check-log", log, "--model", "qwen2.5-7b-instruct", "--json"]).stdout)
+    named = json.loads(runner.invoke(app, ["check-log", log, "--model", "qwen2.5-7b-instruct", "--gpu", "h100",
                                            "--json"]).stdout)
-    note = "no --gpu: vLLM's Triton top-k/top-p buffer (0.063 GiB) counted with an H100's 132 multiprocessors"
+    note = "no --gpu: vLLM's Triton top-k/top-p buffer (0.075 GiB) counted with an H100's 132 multiprocessors"
     assert any(n.startswith(note) for n in bare["notes"]), bare["notes"]
     assert not any("Triton" in n for n in named["notes"])
 

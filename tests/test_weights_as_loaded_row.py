@@ -23,9 +23,8 @@ def _row(engine, version, model="llama-3.1-8b", gpu="h100-sxm"):
 def test_vllm_llama_31_8b_is_its_checkpoint_plus_the_rope_table_as_the_log_prints_it():
     # checkpoint: 16,060,522,496 B, the safetensors index total of meta-llama/Meta-Llama-3.1-8B
     # (../shared/configs/checkpoints.yaml); loading adds vLLM's RoPE cos/sin cache, max_position 131,072 x rotary
-    # dim 128 x 2 B (bf16) = 33,554,432 B. Sum 16,094,076,928 B = 14.99 GiB, llm-d's vLLM 0.19.0 log of this model
-    # on one H100: "Model loading took 14.99 GiB"
-    # (tests/fixtures/logs/corpus/llmd-meta-llama-llama-3-1-8b-h100-80gb-tp1pp1dp1-8192.log).
+    # dim 128 x 2 B (bf16) = 33,554,432 B. Sum 16,094,076,928 B = 14.99 GiB, shown as vLLM's "Model loading took"
+    # line prints it (the corpus's llm-d log of this model is held out: not read here).
     res, rows = _row("vllm", "0.19.0")
     assert len(rows) == 1 and rows[0].label.startswith("Model loading took")
     assert rows[0].value == (16_060_522_496, 131_072 * 128 * 2)

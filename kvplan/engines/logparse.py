@@ -345,8 +345,10 @@ def _trtllm_context(text: str, rec: LogRecord) -> None:
     """What a TensorRT-LLM log says about its run besides the pool's figures: the release ("[TensorRT-LLM]
     TensorRT-LLM version: 0.20.0", TensorRT-LLM#6294's second paste), the model (the `trtllm-serve MODEL` /
     `--model` command line, or the Hugging Face cache folder it loads from, `models--ORG--NAME/snapshots`), the
-    tensor-parallel size (trtllm-serve's tp_size flag, `tp_size=N`, `tensor_parallel_size=N`), and KVCacheManager's
-    blocks a sequence may hold with its attention window ("Max KV cache blocks per sequence: 65 [window size=2051]",
+    tensor- and pipeline-parallel sizes (trtllm-serve's tp_size / pp_size flags, `tp_size=N`, `tensor_parallel_size=N`,
+    `pipeline_parallel_size=N`: LlmArgs' names, NVIDIA/TensorRT-LLM@00209af1 commands/serve.py get_llm_args), and
+    KVCacheManager's blocks a sequence may hold with its window ("Max KV cache blocks per sequence: 65 [window
+    size=2051]",
     0.20's "Max KV cache pages per sequence: 5 [window size=157]"; from 1.x also "max sequence length=N")."""
     r, s = rec.reported, rec.settings
     m = re.search(r"TensorRT-LLM version: (\d[\w.+-]{0,40})", text)
@@ -358,10 +360,11 @@ def _trtllm_context(text: str, rec: LogRecord) -> None:
         if m and not m.group(1).startswith("-"):
             rec.model = "/".join(m.groups())
             break
-    m = re.search(r"(tp_size[= ]|tensor_parallel_size=)" + I, text)  # trtllm-serve's flag too
-    if m:
-        rec.tp = int(m.group(2))
-        rec.read["tp"] = f"{m.group(1).strip('= ')}={m.group(2)}"
+    for key, pat in (("tp", r"(tp_size[= ]|tensor_parallel_size=)"), ("pp", r"(pp_size[= ]|pipeline_parallel_size=)")):
+        m = re.search(pat + I, text)  # trtllm-serve's --tp_size / --pp_size too (commands/serve.py get_llm_args)
+        if m:
+            setattr(rec, key, int(m.group(2)))
+            rec.read[key] = f"{m.group(1).strip('= ')}={m.group(2)}"
     m = re.search(r"Max KV cache (?:blocks|pages) per sequence: " + I + r" \[window size=" + I + r"\]", text)
     if m:
         r["blocks_per_seq"] = _num(m.group(1))

@@ -96,9 +96,9 @@ class Quantization:
     asym: bool = False  # GPTQ's `sym: false`: qzeros stored either way; the engines' kernels differ (vllm.gptq_order)
     # compressed-tensors' input_activations of the scheme read, (type, num_bits, strategy, dynamic, symmetric): W4A8
     input_quant: tuple = ()
-    # compressed-tensors fp8 weights with no input_activations (W8A16, kvplan.engines.vllm.marlin_fp8); a flag, not
-    # `not input_quant`: a catalog entry written before round 39 stores no input_quant for W8A8 either
-    weight_only: bool = False
+    # compressed-tensors fp8 weights with no input_activations (W8A16, kvplan.engines.vllm.marlin_fp8), not `not
+    # input_quant`; None: unknown, an entry of before round 41 (kvplan.sources.catalog.entry_quantization)
+    weight_only: bool | None = False
     # attention projections ("linear_attn.in_proj_b", ...) `kept` holds in every layer that has them, which an engine's
     # block-FP8 shard check leaves alone (kvplan.readers.unquantized.kept_modules)
     kept_modules: tuple[str, ...] = ()

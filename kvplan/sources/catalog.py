@@ -129,6 +129,18 @@ def _quantization(q: Quantization) -> dict:
     return out
 
 
+def entry_quantization(q: dict) -> Quantization:
+    """An entry's quantization. Its `weight_only` (W8A16: compressed-tensors FP8 weights, activations not quantized)
+    is stored from round 41 on where true, and a W8A8 scheme's `input_quant` from round 39 on: a compressed-tensors FP8
+    entry that stores neither was written before round 41 and does not say which it is, so weight_only is None
+    (unknown), which an engine that plans the two apart refuses in one line (kvplan.engines.vllm.marlin_fp8.check)."""
+    out = Quantization(**q)
+    if (out.quant_method == "compressed-tensors" and out.method == "fp8" and "weight_only" not in q
+            and not out.input_quant):
+        return dataclasses.replace(out, weight_only=None)
+    return out
+
+
 def spec_from_dict(data: dict, where: str) -> ModelSpec:
     try:
         layers = _read_runs(data["layers"], where)
@@ -146,7 +158,7 @@ def spec_from_dict(data: dict, where: str) -> ModelSpec:
             vocab_size=int(data["vocab_size"]),
             max_context=int(data["max_context"]),
             dtype=str(data.get("dtype", "bf16")),
-            quantization=Quantization(**data.get("quantization", {})),
+            quantization=entry_quantization(data.get("quantization", {})),
             checkpoint_bytes=data.get("checkpoint_bytes"),
             rope_cache_elems=int(data.get("rope_cache_elems", 0)),
             rope_scaling=RopeScaling(**data["rope_scaling"]) if data.get("rope_scaling") else None,

@@ -11,7 +11,10 @@ Placement, as vLLM places it (docs/engines.md section 9):
     head its query heads read (`QKVParallelLinear`); MLA's down-projections, latent norms and the
     latent cache whole on every rank; dense MLP width split; the vocabulary (embedding and LM
     head) split in equal contiguous slices; norms and routers whole.
-  * pp: contiguous layer ranges (kvplan.planning.deploy.split_layers); the embedding on the first stage,
+  * pp: contiguous layer ranges as vLLM 0.8.0+ cuts them (kvplan.planning.deploy.split_layers' default, the
+    remainder one layer apiece before the last stage): this decoder is placed as vLLM places it, and the plan it is
+    compared with is the engine-neutral one (dist_rank.predict_rank), which takes the same cut, so no other engine's
+    cut (kvplan.engines.stage_split.CUTS) applies here; the embedding on the first stage,
     the final norm and LM head on the last; a tied LM head on a last stage that is not the first
     keeps its own copy of the embedding slice (vLLM builds `embed_tokens` there to tie it).
   * dp: each data-parallel rank the same weights as its tensor-parallel group, its own requests.
@@ -148,7 +151,7 @@ class Shard:
 
 def shard_of(bp, layout: Layout, rank: int, batch: int) -> Shard:
     dp_rank, pp_rank, tp_rank = layout.coords(rank)
-    start, end = split_layers(len(bp.layers), layout.pp)[pp_rank]
+    start, end = split_layers(len(bp.layers), layout.pp)[pp_rank]  # vLLM 0.8.0+'s cut, the neutral plan's too
     stage_rank = dp_rank * layout.tp + tp_rank  # index within the stage's tp x dp ranks
     if layout.ep > 1:
         experts, width = split_range(bp.num_experts, layout.ep, stage_rank), (0, bp.expert_width)

@@ -37,7 +37,7 @@ from kvplan.engines.sglang import multimodal as sglang_mm
 from kvplan.engines.sglang import quant_methods as sglang_quant
 from kvplan.engines.sglang import req_pool as sglang_req_pool
 from kvplan.engines.sglang import swa as sglang_swa
-from kvplan.engines.sglang import uma as sglang_uma
+from kvplan.engines.sglang import uma as sglang_uma, unpriced as sglang_unpriced
 from kvplan.engines.sglang.boot import emit_advice
 from kvplan.engines.sglang.defaults import (  # noqa: F401 (default_fraction re-exported: sglang.default_fraction)
     default_fraction, dp_attention,
@@ -185,11 +185,12 @@ def pool_cell(model, dep, kv_dtype: DType, st: Settings) -> tuple[int, int, int]
                key=lambda c: (c[0] + st.swa_full_tokens_ratio * c[1], c[2]))
 
 
-def k_size_gib(tokens: int, model, tp: int, kv_dtype: DType, st: Settings, pp: int = 1) -> float:
+def k_size_gib(tokens: int, model, dep: Deployment, kv_dtype: DType, st: Settings) -> float:
     """The "K size" SGLang prints for a pool of `tokens` (GB in the log = GiB): (tokens + one page) x the K
-    bytes of a token on one rank of the bounding stage (pool_cell; a stage's own layers under pp), in the pool it
-    prints first (the SWA sub-pool of a hybrid SWA model, whose line prints its own tokens: cell_bytes)."""
-    return (tokens + st.page_size) * pool_cell(model, Deployment(tp, pp), kv_dtype, st)[2] / GIB
+    bytes of a token on one rank of the bounding stage (pool_cell; a stage's own layers under pp, `dep` cut as
+    the release cuts them), in the pool it prints first (the SWA sub-pool of a hybrid SWA model, whose line prints
+    its own tokens: cell_bytes)."""
+    return (tokens + st.page_size) * pool_cell(model, dep, kv_dtype, st)[2] / GIB
 
 
 class Sglang(Engine):
@@ -276,8 +277,8 @@ class Sglang(Engine):
     def assumptions(self, model, gpu, dep, st: Settings) -> tuple:
         """The compute capability of the shared-expert fusion test, the MLA backend's page and the FP8 default
         (attention.py, fp8_default.py), and the fabric of the custom all-reduce rule (kvplan.engines.sglang.allreduce),
-        where the profile leaves them out; on a unified-memory GPU, the free memory the pool is sized from
-        (kvplan.engines.sglang.uma)."""
+        where the profile leaves them out; the terms not priced (kvplan.engines.sglang.unpriced); on a unified-memory
+        GPU, the free memory the pool is sized from (kvplan.engines.sglang.uma)."""
         vendor = vendor_of(gpu)
         version = self.version or self.default_version
         needs = (vendor in ("NVIDIA", "AMD") and fact_missing(gpu, "compute_capability")
@@ -286,8 +287,9 @@ class Sglang(Engine):
                       or (vendor == "NVIDIA" and sglang_attention.reads_capability(model, self.opts, version))))
         tp_size = self._tp_size(model, dep)
         fabric = sglang_allreduce.needs_fabric(gpu, tp_size)
-        facts = fact_warnings("SGLang", gpu, (["compute_capability"] if needs else []) +
-                              (["interconnect.kind"] if fabric else []))
+        facts = (*fact_warnings("SGLang", gpu, (["compute_capability"] if needs else []) +
+                                (["interconnect.kind"] if fabric else [])),  # and the terms it leaves unpriced
+                 *sglang_unpriced.warnings(model, gpu, tp_size, dp_attention(model, dep, self.opts), version))
         # tagged as what this engine assumes of unified memory, so the plan's general note is not said twice
         # (sglang_uma.warnings: none on a discrete GPU without the options)
         if st is None:
@@ -373,7 +375,7 @@ class Sglang(Engine):
         model has a cache kvplan does not size for SGLang `st.version`, as a plan is."""
         self.check_layers(model)
         sglang_dsv4.no_log_check(model)
-        return k_size_gib(tokens, model, dep.tp, kv_dtype, st, dep.pp)
+        return k_size_gib(tokens, model, dep, kv_dtype, st)
 
     def token_bytes(self, model, dep, st: Settings, kv_dtype) -> int:
         """Full + SWA pool bytes of one token on one rank of the stage that bounds the pool."""

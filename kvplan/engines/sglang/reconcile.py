@@ -170,11 +170,12 @@ def _version_from_pool(model, gpu, dep, req, r: dict, out) -> str | None:
     rep = int(r["kv_tokens"].value)
     for v in reversed(sglang.VERSIONS):
         engine = resolve_engine("sglang", v, [])
+        cut = engine.own_stages(model, dep)[0]  # each release's own cut (kvplan.engines.stage_split)
         try:  # a release that cannot run the model (a state layer it has no pool for, ...) did not write the log
             engine.result(model, gpu, dep, req)
-            st = engine.settings(model, gpu, dep, req)
+            st = engine.settings(model, gpu, cut, req)
             f = st.mem_fraction_static
-            _, (c_lo, c_hi) = _pool_range(engine, model, dep, st, r, req.context, req.kv_dtype)
+            _, (c_lo, c_hi) = _pool_range(engine, model, cut, st, r, req.context, req.kv_dtype)
         except KvplanError:
             continue
         if c_lo.tokens <= rep <= c_hi.tokens:
@@ -235,8 +236,10 @@ def _tp_from_weights(model, rec, out, gpu, version, wdt=None) -> int | None:
         out.notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
         return None
     printed = rec.reported["weights_mem_usage_gb"].value * GIB
+    pp = rec.pp or 1  # the stages cut as the release cuts them (kvplan.engines.stage_split), not as vLLM does
+    cut = resolve_engine("sglang", version).own_stages(model, Deployment(1, pp))[0].stage_layers
     for tp in (1, 2, 4, 8, 16, 32, 64):
-        dep = Deployment(tp, rec.pp or 1)
+        dep = Deployment(tp, pp, stage_layers=cut)
         try:  # the weights of each stage's rank, as a plan reads them (kvplan.planning.plan.prepare), no plan made
             per_gpu = max(s.weight_bytes for s in prepare(model, dep, Request(context=1, weight_dtype=wdt)).stages)
         except KvplanError:

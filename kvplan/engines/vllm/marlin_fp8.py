@@ -131,8 +131,14 @@ def applies(model, gpu, v: tuple) -> bool:
 def check(model, gpu, version: str) -> None:
     """A one-line refusal of compressed-tensors FP8 on CompressedTensorsW8A16Fp8 where vLLM cannot load it (module
     docstring): routed experts without input_activations, a block strategy in 0.10.0-0.14.x, a scheme without
-    input_activations on 8.9+ in 0.20.0-0.24.x and on an AMD GPU."""
+    input_activations on 8.9+ in 0.20.0-0.24.x and on an AMD GPU; and a catalog entry that does not say which scheme
+    it is (weight_only None: kvplan.sources.catalog.entry_quantization), which vLLM would load one way or the other."""
     q, cap, v = model.quantization, nvidia_capability(gpu), parse_version(version)
+    if q.weight_only is None and v >= READ_FROM:  # an entry of before round 41 (kvplan.sources.catalog)
+        raise KvplanError(f"the catalog entry {model.name} (written before kvplan's round 41) does not say whether its "
+                          "compressed-tensors FP8 scheme quantizes activations (W8A8) or not (W8A16), which vLLM "
+                          f"{version} loads apart; write it again from its config.json (kvplan models import)",
+                          EXIT_USAGE)
     if q.weight_only and q.quant_method == "compressed-tensors" and model.params.num_experts \
             and q.kept_of("experts") < model.params.experts and v >= READ_FROM:
         raise KvplanError(f"vLLM {version} cannot load this compressed-tensors FP8 checkpoint's routed experts without "

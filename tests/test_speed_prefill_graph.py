@@ -65,13 +65,22 @@ def _case(source: str, point: str):
     ("inferencex-run-22469096331", None, False),
     # 0.5.15.post1, DeepSeek-V4-Flash under DP attention: the breakable graph is off for DeepSeek-V4
     ("sglang-pr-31363", "h200-fp8-ht-c1024-run2", False),
-    # a run that states no release (Dec 2024): none assumed
+    # a run that states no release, in the older era by its date (Dec 2024): not told, none
     ("datacrunch-h200-sglang-outputs", None, False),
 ])
 def test_which_corpus_runs_replay_their_prefill(source, point, graphed):
     cases, _ = read_corpus(CORPUS)
     case = next(c for c in cases if c.source == source and (point is None or c.id == point))
     assert case_prefill_graph(case, _spec(case.model), _gpu(case.gpu)) is graphed
+
+
+def test_an_unstated_release_reads_as_its_era():
+    # the current era's run on "main branch (as stated)": the current release's rule (Nemotron 3 Ultra, a hybrid
+    # Nemotron-H, keeps the breakable graph at 0.5.23: off in 0.5.17 only); the older era's: not told
+    ultra = _case("sglang-docs-nemotron3-ultra", "nvfp4-tp4-c256")
+    assert case_prefill_graph(ultra, _spec(ultra.model), _gpu(ultra.gpu)) is True
+    ultra.era = "sglang<0.5.14"
+    assert case_prefill_graph(ultra, _spec(ultra.model), _gpu(ultra.gpu)) is False
 
 
 def test_a_stated_off_switch_is_read():

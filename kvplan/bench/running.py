@@ -33,10 +33,12 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from kvplan.core.errors import KvplanError
+from kvplan.core.releases import release_of
 from kvplan.engines import configure
 from kvplan.engines.joining import joins_after_prefill
 from kvplan.engines.capacity_policy import preempts_on_growth
 from kvplan.engines.sglang import prefill_graph as sglang_prefill_graph
+from kvplan.engines.sglang.settings import DEFAULT_VERSION as SGLANG_CURRENT
 from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_mixed, lockstep_workers,
                                       mixed_chunk, model_limits, poll_wait_steps, prefill_first_release,
                                       resident_context, runs_waves, whole_prompt_budget, worker_chunk)
@@ -80,7 +82,7 @@ POLICY = {"trtllm": ("capacity_scheduler_policy", "scheduler_policy", "batch_sch
 # kvplan.engines.sglang.mamba.max_running; docs/engines.md); vLLM V0's is `server_sized`'s
 SERVER_LENGTH = {"sglang": "context_length"}
 # the engines whose default prefill CUDA graph kvplan reads by release (case_prefill_graph): the rule, the off flag
-PREFILL_GRAPH = {"sglang": (sglang_prefill_graph.decide, "disable_piecewise_cuda_graph")}
+PREFILL_GRAPH = {"sglang": (sglang_prefill_graph.decide, "disable_piecewise_cuda_graph", SGLANG_CURRENT)}
 # benchmark tools that choose the engine's running limit and step tokens themselves where the run states
 # neither: tool -> (the engine's option for tokens per step, the function giving (running limit, tokens))
 HARNESS_SETTINGS = {"trtllm-bench": ("max_num_tokens", trtllm_bench_settings)}
@@ -212,16 +214,20 @@ def case_prefill_graph(case, spec, gpu) -> bool:
     """Whether the case's engine replays its prefill steps from a CUDA graph, so a step with prompt tokens pays no
     launch cost per MoE layer (kvplan.speed.terms `pmoe`): SGLang's default piecewise or breakable prefill graph at
     the release the run states, for its model, GPU, pp and DP attention (kvplan.engines.sglang.prefill_graph.decide,
-    the rule its memory reserve follows). None under a run that states --disable-piecewise-cuda-graph, or no release
-    kvplan reads (the corpus's: two sources of 2024 and July 2025, before 0.5.10, and two "main branch" runs)."""
-    flags, (decide, off) = case.flags or {}, PREFILL_GRAPH.get(case.engine, (None, ""))
-    if decide is None or not case.version or flags.get(off) in (True, "true"):
+    the rule its memory reserve follows). None under a run that states --disable-piecewise-cuda-graph; a run that
+    states no release kvplan reads ("main branch (as stated)") is read as the speed eras read it: the engine's
+    current release where its era is the current one (as a plan's unstated release), not told (none) in an older era."""
+    flags, (decide, off, current) = case.flags or {}, PREFILL_GRAPH.get(case.engine, (None, "", ""))
+    if decide is None or flags.get(off) in (True, "true"):
+        return False
+    version = case.version if case.version and release_of(case.version) else None
+    if version is None and case.era != case.engine:  # an older era's run that states no release: not told
         return False
     dep = Deployment(tp=case.tp, pp=case.pp, dp=case.dp, ep=case.ep)
     try:
-        return decide(spec, gpu, dep, case.version, attention_dp(case),  # the flag, as SGLang reads it
+        return decide(spec, gpu, dep, version or current, attention_dp(case),  # the flag, as SGLang reads it
                       bool(flags.get("enable_multimodal")))[0] is not None
-    except KvplanError:  # a release kvplan cannot read ("main branch (as stated)")
+    except KvplanError:  # a release the engine's rules do not take: priced as before, eagerly
         return False
 
 

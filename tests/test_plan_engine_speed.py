@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan import api
+from kvplan.bench.running import running
 from kvplan.cli import app
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
@@ -84,7 +85,7 @@ def test_plan_and_corpus_price_the_same_run_identically(version, flags):
     case = Case("t", "t-1", "sglang", "h200-sxm", "deepseek-v3", tp=8, ep=1, dp=1, gpus=8, weight_dtype=None,
                 kv_dtype=None, load=Load(PROMPT, 2, 1), version=version, flags=dict(flags),
                 era=era_of("sglang", version))
-    built = Built(case)
+    built = Built(case, running)  # as the fit builds it: the engine's rules (its prefill graph among them)
     assert case.era == ("sglang<0.5.14" if version in ("0.5.3", "0.4.3") else "sglang")
     opts = tuple(f"{k}={v}" for k, v in flags.items())
     plan = api.plan("deepseek-v3", "h200", tp=8, context="8k", engine="sglang", engine_version=version,

@@ -33,9 +33,12 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from kvplan.core.errors import KvplanError
+from kvplan.core.releases import release_of
 from kvplan.engines import configure
 from kvplan.engines.joining import joins_after_prefill
 from kvplan.engines.capacity_policy import preempts_on_growth
+from kvplan.engines.sglang import prefill_graph as sglang_prefill_graph
+from kvplan.engines.sglang.settings import DEFAULT_VERSION as SGLANG_CURRENT
 from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_mixed, lockstep_workers,
                                       mixed_chunk, model_limits, poll_wait_steps, prefill_first_release,
                                       resident_context, runs_waves, whole_prompt_budget, worker_chunk)
@@ -78,6 +81,8 @@ POLICY = {"trtllm": ("capacity_scheduler_policy", "scheduler_policy", "batch_sch
 # aiter fraction cut and its estimate of max_running_requests read (kvplan.engines.sglang.attention.aiter_cut,
 # kvplan.engines.sglang.mamba.max_running; docs/engines.md); vLLM V0's is `server_sized`'s
 SERVER_LENGTH = {"sglang": "context_length"}
+# the engines whose default prefill CUDA graph kvplan reads by release (case_prefill_graph): the rule, the off flag
+PREFILL_GRAPH = {"sglang": (sglang_prefill_graph.decide, "disable_piecewise_cuda_graph", SGLANG_CURRENT)}
 # benchmark tools that choose the engine's running limit and step tokens themselves where the run states
 # neither: tool -> (the engine's option for tokens per step, the function giving (running limit, tokens))
 HARNESS_SETTINGS = {"trtllm-bench": ("max_num_tokens", trtllm_bench_settings)}
@@ -117,6 +122,7 @@ class Running(NamedTuple):
     packed: bool = False  # a prefill step packs whole prompts up to `chunk`, the server's length (case_packed)
     ssm_dtype: str = ""  # the dtype the engine's state pool holds the recurrent states in (case_ssm_dtype)
     joins_late: bool = False  # a request joins the running batch after its prefill batch (joins_after_prefill)
+    prefill_graph: bool = False  # its prefill steps replay a CUDA graph (case_prefill_graph)
     limit: float | None = None  # a running limit, the pool not sized here: the fit's pool binds within it (unsized)
     free_share: float = 0.0  # the share of the memory free after loading that the fit's pool takes (unsized)
 
@@ -195,11 +201,34 @@ def running(case, spec, gpu) -> Running | None:
     wherever they apply, sized or not (scheduler rules and the pool's type, not memory)."""
     got, held, poll = sized(case, spec, gpu), case_balance(case), case_poll_wait(case)
     ssm, late, lock = case_ssm_dtype(case, spec, gpu), joins_after_prefill(case.engine), case_lockstep(case, spec)
+    graph = case_prefill_graph(case, spec, gpu)
     if lock > 1:  # lockstep workers, sized or not: how their steps pace each other is the scheduler's
         got = (got or Running(None, None))._replace(lockstep=lock, lock_mixed=case_lock_mixed(case))
-    if held is None and not poll and not ssm and not late:
+    if held is None and not poll and not ssm and not late and not graph:
         return got
-    return (got or Running(None, None))._replace(balance=held, poll_wait=poll, ssm_dtype=ssm, joins_late=late)
+    return (got or Running(None, None))._replace(balance=held, poll_wait=poll, ssm_dtype=ssm, joins_late=late,
+                                                 prefill_graph=graph)
+
+
+def case_prefill_graph(case, spec, gpu) -> bool:
+    """Whether the case's engine replays its prefill steps from a CUDA graph, so a step with prompt tokens pays no
+    launch cost per MoE layer (kvplan.speed.terms `pmoe`): SGLang's default piecewise or breakable prefill graph at
+    the release the run states, for its model, GPU, pp and DP attention (kvplan.engines.sglang.prefill_graph.decide,
+    the rule its memory reserve follows). None under a run that states --disable-piecewise-cuda-graph; a run that
+    states no release kvplan reads ("main branch (as stated)") is read as the speed eras read it: the engine's
+    current release where its era is the current one (as a plan's unstated release), not told (none) in an older era."""
+    flags, (decide, off, current) = case.flags or {}, PREFILL_GRAPH.get(case.engine, (None, "", ""))
+    if decide is None or flags.get(off) in (True, "true"):
+        return False
+    version = case.version if case.version and release_of(case.version) else None
+    if version is None and case.era != case.engine:  # an older era's run that states no release: not told
+        return False
+    dep = Deployment(tp=case.tp, pp=case.pp, dp=case.dp, ep=case.ep)
+    try:
+        return decide(spec, gpu, dep, version or current, attention_dp(case),  # the flag, as SGLang reads it
+                      bool(flags.get("enable_multimodal")))[0] is not None
+    except KvplanError:  # a release the engine's rules do not take: priced as before, eagerly
+        return False
 
 
 def case_ssm_dtype(case, spec, gpu) -> str:

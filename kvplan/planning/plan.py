@@ -73,6 +73,9 @@ class Request:
     # speed figures read an MLA prefill's form from them, as the corpus fit reads a run's flags (kvplan.speed.mlaform)
     attention_backend: str = ""
     prefix_cache: bool = True
+    # the engine replays its prefill steps from a CUDA graph (SGLang's piecewise or breakable graph, set by its
+    # `request` step): the speed figures charge them no launch cost per MoE layer (kvplan.speed.terms `pmoe`)
+    prefill_graph: bool = False
 
 
 class Stage(NamedTuple):

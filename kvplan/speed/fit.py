@@ -125,6 +125,7 @@ class Built:
                                                                                          s.attn_flops_per_pair))
         if own_moe_kernel(case):  # TensorRT-LLM-gen's, triton_kernels': not the kernel the set's `grouped` t0 fits
             self.shape = replace(self.shape, grouped_shortfall=False)
+        self.shape = replace(self.shape, prefill_graph=bool(engine and engine.prefill_graph))  # no MoE launch cost
         room = pool_room(case, gpu, s, engine)
         per_seq = max(1, s.kv_bytes_per_token) * max(1.0, load.isl + load.osl) + s.state_bytes_per_seq
         limit = case.max_seqs or (engine.limit if engine is not None else None) or DEFAULT_MAX_SEQS[case.engine]

@@ -313,7 +313,7 @@ class StepModel:
                                  if s.bf16_rate else 0.0)
         self.per_new = c["request"]
         # a step that carries prompt tokens (more tokens than sequences): its batch's cost and its eager layers'
-        self.per_prefill = c["pstep"] + c["player"] * s.layers + c["pmoe"] * s.moe_layers
+        self.per_prefill = c["pstep"] + c["player"] * s.layers + (0.0 if s.prefill_graph else c["pmoe"] * s.moe_layers)
         self.windows = tuple((c["kv"] * bpt / s.bandwidth, w) for bpt, w in s.kv_windows)
         self.topk = tuple((c["kv"] * bpt / s.bandwidth, k) for bpt, k in s.kv_topk)
         self.pair_topk = tuple((c["attn"] * f, k) for f, k in s.attn_topk) if s.bf16_rate else ()  # FLOPs, k

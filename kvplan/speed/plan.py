@@ -10,6 +10,8 @@ deployment's; a step runs the busiest data-parallel rank's share of it (`step_ba
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kvplan.core.errors import arg
 from kvplan.planning.layout import per_rank_batch
 from kvplan.speed.corpus import PREFIX_CACHE_OFF
@@ -26,13 +28,15 @@ def plan_shape(plan, spec, gpu, engine: str | None = None, version: str | None =
     `version`, None: its current one, kvplan.speed.mxfp4; a rank's MLA heads over the engine's whole tp size where
     the engine's request step said its dp ranks are attention-DP ranks, Request.attention_dp; an MLA prefill's form
     through the attention backend and prefix-cache state the engine's options set, Request.attention_backend and
-    Request.prefix_cache, as the corpus fit reads a run's flags: kvplan.speed.fit.Built)."""
+    Request.prefix_cache, as the corpus fit reads a run's flags: kvplan.speed.fit.Built; its prefill steps replayed
+    from a CUDA graph where the request step said so, Request.prefill_graph)."""
     req, dep = plan.request, plan.deployment
     kv = req.kv_dtype.name if req.kv_dtype is not None else None
     spec = in_dtype(spec, req.ssm_dtype)  # the recurrent states as the engine's pool holds them
-    return shape_for(spec, gpu, tp=dep.tp, ep=dep.ep, weight_dtype=req.weight_dtype, kv_dtype=kv, dp=dep.dp,
-                     engine=engine, version=version, attention_dp=req.attention_dp, prefix_cache=req.prefix_cache,
-                     attention_backend=req.attention_backend or None)
+    shape = shape_for(spec, gpu, tp=dep.tp, ep=dep.ep, weight_dtype=req.weight_dtype, kv_dtype=kv, dp=dep.dp,
+                      engine=engine, version=version, attention_dp=req.attention_dp, prefix_cache=req.prefix_cache,
+                      attention_backend=req.attention_backend or None)
+    return replace(shape, prefill_graph=True) if req.prefill_graph else shape  # Request.prefill_graph
 
 
 def step_batch(plan) -> int:

@@ -68,7 +68,8 @@ the order of `TERMS`:
   pmoe       prefill steps x MoE layers on the rank (seconds per MoE layer of a prefill batch: a step run without a CUDA
              graph launches each MoE block's routing, alignment, quantization and expert kernels from the host, many
              more than a dense MLP's, SGLang's extend and TensorRT-LLM's PyTorch context steps: kvplan.speed.eras);
-             likewise only the sets ENGINE_TERMS names
+             likewise only the sets ENGINE_TERMS names; none where the engine replays its prefill steps from a CUDA
+             graph (`prefill_graph`: SGLang from 0.5.10, kvplan.engines.sglang.prefill_graph)
   ingress    requests queued ahead in the serving front end (seconds per request: the API server's HTTP parsing,
              chat template and tokenising, in a process apart from the engine's steps): not in any step, only in
              first tokens, a burst's N crossings or a spread request's own (kvplan.speed.frontend.ingress_queue); 0 in
@@ -149,6 +150,7 @@ class Shape:
     paths: tuple = ()  # (kvplan.speed.ggml.GemmPath, ...) ascending: llama.cpp's kernels by tokens per step
     rate_missing: str = ""  # a precision a path needs that the profile does not rate (kvplan.speed.ggml)
     score_bytes_per_flop: float = 0.0  # attention scores materialized (llama.cpp without FlashAttention): kv term
+    prefill_graph: bool = False  # prefill steps replay a CUDA graph, MoE blocks inside it: no `pmoe` launch cost
 
 
 def path_at(s: Shape, per_step: float) -> tuple[float, float]:
@@ -304,7 +306,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         request,
         prefill_steps,
         prefill_steps * s.layers,
-        prefill_steps * s.moe_layers,
+        0.0 if s.prefill_graph else prefill_steps * s.moe_layers,
         0.0,  # ingress: no step's (kvplan.speed.frontend.ingress_queue)
     ]
 

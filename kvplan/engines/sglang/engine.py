@@ -321,12 +321,13 @@ class Sglang(Engine):
         ssm = sglang_mamba.pool_ssm_dtype(model, st.state)  # the dtype the state pool holds: speed prices it
         # DP attention's ranks count in --tp-size, which a rank's MLA heads (and so ROCm's default backend) read; the
         # backend named and the radix cache's state set an MLA prefill's form, which the speed figures price
-        # (kvplan.speed.plan.prefill_form says which)
+        # (kvplan.speed.plan.prefill_form says which); a prefill graph kept runs its steps without MoE launch costs
         return dataclasses.replace(req, gpu_memory_utilization=st.mem_fraction_static, block_size=st.page_size,
                                    overhead_bytes=over, ssm_dtype=ssm or req.ssm_dtype,
                                    attention_dp=st.attention_dp > 1,
                                    attention_backend=str(self.opts.get("attention_backend") or ""),
-                                   prefix_cache=not opt_bool(self.opts, "disable_radix_cache", False))
+                                   prefix_cache=not opt_bool(self.opts, "disable_radix_cache", False),
+                                   prefill_graph=st.prefill_replay)
 
     def with_checkpoint_kv(self, model, req):
         """A declared KV cache as the base engine reads it, then DeepSeek-V4's own auto, fp8_e4m3

@@ -72,6 +72,7 @@ class Settings:
     allocator_rounding: int = 0  # of loaded_extra: PyTorch's caching allocator's rounding of the weights (loaded.py)
     attention_dp: int = 1  # DP-attention workers (--dp-size under --enable-dp-attention), else 1
     prefill_graph: tuple | None = None  # (backend or "off", MiB reserved, why) where the fraction is SGLang's default
+    prefill_replay: bool = False  # a prefill graph is kept, fraction given or not: the speed figures read it
     multimodal: bool = False  # SGLang's is_multimodal: a vision model not switched off by default (multimodal.py)
     page_why: str = ""  # the attention backend that forces page_size, where one does (attention.py)
     aiter_factor: float = 1.0  # SGLang's cut of the fraction under aiter past 8,192 tokens (attention.aiter_cut)
@@ -146,7 +147,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     sglang_swa.hybrid_swa(model, version), state, max(1, running // attn_dp) if running else None,
                     allocator_rounding=rounding, attention_dp=attn_dp,
                     prefill_graph=None if given or parse_version(version) < sglang_prefill_graph.FROM
-                    else (backend or "off", piecewise, why),
+                    else (backend or "off", piecewise, why), prefill_replay=backend is not None,
                     multimodal=sglang_mm.is_multimodal(model, version, mm_flag), page_why=page_why,
                     aiter_factor=aiter, aiter_why=aiter_why, dsa=dsa, dsa_refused=dsa_refused, context_len=context_len,
                     running_given=running,

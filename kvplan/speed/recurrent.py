@@ -35,7 +35,7 @@ Shape carries none for any recurrent layer (kvplan.speed.shape.on_gpu). Its Mamb
 (ggml@d99724f2:src/ggml-cuda/ssm-scan.cu `ssm_scan_f32_group` L143-237, one token after another) but for a prompt of
 129 to 8,192 tokens a sequence on NVIDIA Turing and newer, where since ggml 260279d2 (llama.cpp#22675, 2026-07-28) a
 chunked SSD runs in cuBLAS at C = 256 (L15-24, L576-764, `use_ssd` L829-834): C B^T and C times the state in FP32
-(CUBLAS_COMPUTE_32F on FP32 operands: CUDA cores), the intra-chunk product and the state update in FP16. Not priced
+(CUBLAS_COMPUTE_32F on FP32 operands), the intra-chunk product and the state update in FP16. Not priced
 either: the profiles carry no FP32 GEMM rate, and which path a llama.cpp build runs follows its date.
 
 The other chunked kernels, each in its own module: Mamba-2's SSD scan (kvplan.speed.ssd: vLLM, SGLang, TensorRT-LLM),

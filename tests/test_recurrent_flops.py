@@ -39,10 +39,10 @@ def test_the_whole_model_counts_its_36_linear_layers_only():
     assert recurrent_flops(NEXT.layers) == 207_618_048
 
 
-def test_models_without_a_gated_deltanet_layer_spend_none():
+def test_models_without_a_chunked_recurrent_layer_spend_none():
     assert recurrent_flops(find_in_catalog("llama-2-7b-hf").layers) == 0
-    nano = find_in_catalog("nvidia-nemotron-3-nano-30b-a3b-bf16")  # Mamba-2: its SSD scan is not counted (docstring)
-    assert recurrent_states(nano.layers) and recurrent_flops(nano.layers) == 0
+    jamba = find_in_catalog("ai21-jamba-1.5-mini")  # Mamba-1: a selective scan, no chunked kernel (docstring)
+    assert recurrent_states(jamba.layers) and recurrent_flops(jamba.layers) == 0
 
 
 def test_the_recurrence_runs_at_the_16_bit_rate_whatever_the_weights():

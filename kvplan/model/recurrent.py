@@ -28,7 +28,7 @@ class RecurrentState(LayerSpec):
     conv_elements: int
     ssm_elements: int
     num_heads: int
-    variant: str = "mamba2"  # mamba | mamba2 | gated_deltanet | linear_attention
+    variant: str = "mamba2"  # mamba | mamba2 | gated_deltanet | kda | linear_attention | short_conv
     groups: int = 0
     group_conv_elements: int = 0  # of conv_elements: the groups' part (Mamba-2 B and C)
     ssm_dtype: str = ""  # the recurrent state's own element type when the config fixes one (fp32), else ""
@@ -38,18 +38,26 @@ class RecurrentState(LayerSpec):
     # a Gated DeltaNet's projection widths (value heads, key and value head sizes; num_heads is its key heads), which
     # the block-FP8 shard rule reads (kvplan.engines.fp8_linear); 0: not read (other variants)
     value_heads: int = 0
+    # a head's key and value widths, which the prefill kernels' FLOPs read (kvplan.speed.recurrent): a Gated DeltaNet's
+    # and KDA's d_k and d_v, lightning attention's head_dim twice, Mamba-2's state size N (B and C, its keys and
+    # queries) and head_dim P (x, its values); 0: not read (Mamba-1, short conv, a catalog entry from before)
     key_head_dim: int = 0
     value_head_dim: int = 0
+    chunk: int = 0  # Mamba-2's chunked-scan length the config sets (mamba_chunk_size / chunk_size); 0: not read
 
     kind = Kind.STATE
+
+    def replicated_groups(self, tp: int = 1) -> int:
+        """Mamba-2's B and C groups over all ranks: the config's where tp divides them, else up to tp (vLLM's
+        extra_groups_for_head_shards: every rank holds a whole group)."""
+        return self.groups if self.groups % tp == 0 else max(tp, self.groups)
 
     def state_parts(self, tp: int = 1) -> tuple[int, int]:
         """(conv values, recurrent values) one rank keeps for one sequence."""
         share = max(1, self.num_heads // tp)
         conv = (self.conv_elements - self.group_conv_elements) * share // self.num_heads
         if self.groups:
-            groups = self.groups if self.groups % tp == 0 else max(tp, self.groups)  # replicated up to tp
-            conv += self.group_conv_elements // self.groups * groups // tp
+            conv += self.group_conv_elements // self.groups * self.replicated_groups(tp) // tp
         return conv, self.ssm_elements * share // self.num_heads
 
     def state_elements(self, tp: int = 1) -> int:

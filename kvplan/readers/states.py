@@ -108,6 +108,13 @@ def mamba2_dims(cfg, hidden: int) -> tuple[int, int, int, int, int]:
     return heads, head_dim, state, groups, kernel
 
 
+def mamba_chunk(cfg, default: int) -> int:
+    """The chunk length a Mamba-2 mixer's chunked scan runs at: the config's `mamba_chunk_size`, else its `chunk_size`,
+    as vLLM's ModelConfig.get_mamba_chunk_size reads them (vllm/config/model.py), else `default`, the transformers
+    class's (NemotronHConfig 128; Mamba2Config, GraniteMoeHybridConfig, FalconH1Config 256)."""
+    return cfg.int("mamba_chunk_size", "chunk_size", default=default, limit="window")
+
+
 def mamba_state(cfg, g: dict) -> RecurrentState:
     """Mamba2 (Nemotron-H) or Mamba1 (Jamba) state of one layer for one sequence.
 
@@ -119,9 +126,11 @@ def mamba_state(cfg, g: dict) -> RecurrentState:
     if cfg.has("mamba_num_heads", "mamba_n_heads"):
         heads, head_dim, state, groups, kernel = mamba2_dims(cfg, g["hidden"])
         inner = heads * head_dim
+        default = 128 if cfg.raw("model_type") == "nemotron_h" else 256  # NemotronHConfig's, GraniteMoeHybridConfig's
         return RecurrentState((kernel - 1) * (inner + 2 * groups * state), heads * head_dim * state, heads, "mamba2",
                               groups, (kernel - 1) * 2 * groups * state, ssm_cache_dtype(cfg),
-                              ssm_dtype_default=cfg.raw("mamba_ssm_cache_dtype") is None and bool(ssm_cache_dtype(cfg)))
+                              ssm_dtype_default=cfg.raw("mamba_ssm_cache_dtype") is None and bool(ssm_cache_dtype(cfg)),
+                              key_head_dim=state, value_head_dim=head_dim, chunk=mamba_chunk(cfg, default))
     inner = cfg.int("mamba_expand", default=2) * g["hidden"]
     state = cfg.int("mamba_d_state", "ssm_state_size", default=16)
     kernel = cfg.int("mamba_d_conv", "conv_kernel", default=4)

@@ -39,13 +39,14 @@ def user_catalog_dir() -> Path:
     return base / "models"
 
 
-_GDN_WIDTHS = ("value_heads", "key_head_dim", "value_head_dim")  # a Gated DeltaNet's; left out where not read (0)
+# a recurrent layer's head widths and chunk (RecurrentState); left out where not read (0)
+_WIDTHS = ("value_heads", "key_head_dim", "value_head_dim", "chunk")
 
 
 def _fields(value: dict) -> dict:
     """A layer's catalog fields: its dataclass fields, less the attention features it does not have."""
     return {k: _fields(v) if isinstance(v, dict) else v for k, v in value.items()
-            if not (k in ATTENTION_FEATURES and v is False) and not (k in _GDN_WIDTHS and v == 0)}
+            if not (k in ATTENTION_FEATURES and v is False) and not (k in _WIDTHS and v == 0)}
 
 
 def _runs(layers) -> list[dict]:

@@ -31,13 +31,26 @@ on the CUDA cores (ggml-org/ggml@36ae4059ee87885f0e606a2ec7b1a227ad0caf85:src/gg
 synced from ggml-org/llama.cpp#19504, March 2026; "TODO: Add chunked kernel for even faster pre-fill" at
 ggml-org/ggml@d99724f2:src/ggml-cuda/gated_delta_net.cu L180), 7 d_k d_v FLOPs a token a head, under 1% of a step's
 time at the CUDA-core FP32 rate: its cost is its serial chain over the tokens, which FLOPs do not price, so a llama.cpp
-Shape carries none (kvplan.speed.shape.on_gpu). Mamba-2's SSD scan, Kimi-Linear's KDA and MiniMax's lightning
-attention are not counted here (0): their chunked kernels are not read yet.
+Shape carries none for any recurrent layer (kvplan.speed.shape.on_gpu). Its Mamba-2 SSM_SCAN is serial in FP32 too
+(ggml@d99724f2:src/ggml-cuda/ssm-scan.cu `ssm_scan_f32_group` L143-237, one token after another) but for a prompt of
+129 to 8,192 tokens a sequence on NVIDIA Turing and newer, where since ggml 260279d2 (llama.cpp#22675, 2026-07-28) a
+chunked SSD runs in cuBLAS at C = 256 (L15-24, L576-764, `use_ssd` L829-834): C B^T and C times the state in FP32
+(CUBLAS_COMPUTE_32F on FP32 operands), the intra-chunk product and the state update in FP16. Not priced
+either: the profiles carry no FP32 GEMM rate, and which path a llama.cpp build runs follows its date.
+
+The other chunked kernels, each in its own module: Mamba-2's SSD scan (kvplan.speed.ssd: vLLM, SGLang, TensorRT-LLM),
+Kimi-Linear's KDA (kvplan.speed.kda: vLLM, SGLang) and MiniMax's lightning attention (kvplan.speed.lightning: vLLM),
+each from the head widths and chunk the reader gives the layer (RecurrentState.key_head_dim, value_head_dim, chunk;
+0 FLOPs where a catalog entry from before carries none). Mamba-1 (Jamba, Falcon-Mamba: a selective scan, not a chunked
+matrix form) and LFM2's short convolution count 0.
 """
 
 from __future__ import annotations
 
 from kvplan.model.recurrent import recurrent_states
+from kvplan.speed.kda import kda_flops_per_head
+from kvplan.speed.lightning import lightning_flops_per_head
+from kvplan.speed.ssd import ssd_flops
 
 CHUNK = 64  # chunk_gated_delta_rule_fwd's chunk_size (chunk_local_cumsum(g, chunk_size=64), BT = 64)
 
@@ -49,8 +62,20 @@ def gdn_flops_per_head(key_dim: int, value_dim: int, chunk: int = CHUNK) -> int:
 
 
 def recurrent_flops(layers, tp: int = 1) -> float:
-    """FLOPs a token spends on one rank in the chunked recurrences of these layers: every Gated DeltaNet layer's
-    value heads / tp (vLLM and SGLang shard them over tp) x gdn_flops_per_head; 0 for every other kind."""
-    return sum(layer.value_heads / tp * gdn_flops_per_head(layer.key_head_dim, layer.value_head_dim)
-               for layer in recurrent_states(layers)
-               if layer.variant == "gated_deltanet" and layer.value_heads and layer.key_head_dim)
+    """FLOPs a token spends on one rank in the chunked recurrences of these layers (layer_flops, summed)."""
+    return sum(layer_flops(layer, tp) for layer in recurrent_states(layers))
+
+
+def layer_flops(layer, tp: int = 1) -> float:
+    """One recurrent layer's chunked-prefill FLOPs a token on one rank, its heads sharded over tp as vLLM and SGLang
+    shard them: a Gated DeltaNet's value heads x gdn_flops_per_head, a KDA's or lightning layer's heads x its kernel's
+    count a head, a Mamba-2 layer's heads and groups (ssd_flops); 0 for any other kind, or where its widths were not
+    read."""
+    if not layer.key_head_dim:
+        return 0.0
+    if layer.variant == "gated_deltanet" and layer.value_heads:
+        return layer.value_heads / tp * gdn_flops_per_head(layer.key_head_dim, layer.value_head_dim)
+    if layer.variant == "mamba2":
+        return ssd_flops(layer, tp)
+    per_head = {"kda": kda_flops_per_head, "linear_attention": lightning_flops_per_head}.get(layer.variant)
+    return layer.num_heads / tp * per_head(layer.key_head_dim, layer.value_head_dim) if per_head else 0.0

@@ -245,7 +245,7 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
         rate_of = ggml_rate_of(gpu)
         paths, missing = ggml_paths(gpu, stored, dense, rate_of, date)
         bf16 = ggml_attention_rate(gpu, rate_of)  # its attention's two accumulators
-        terms = {**terms, "recurrent_flops": 0.0}  # its Gated DeltaNet scan is serial FP32 (kvplan.speed.recurrent)
+        terms = {**terms, "recurrent_flops": 0.0}  # its recurrent scans are priced 0 (kvplan.speed.recurrent says why)
     # a rank's KV heads as the engine's MLA default reads them, over its whole tp size (`tp_size`: attention-DP ranks
     # included; None: terms' tp), by the rule kvplan.engines.sglang.attention reads for the page and the aiter cut
     heads = mla_heads_per_rank(spec, tp_size or terms["tp"])

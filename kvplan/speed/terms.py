@@ -14,7 +14,7 @@ the order of `TERMS`:
              profile has it: `dense_flops`), the 16-bit rate otherwise (the dtype the run computes in, bf16 or fp16:
              kvplan.speed.compute_dtype; `bf16_rate` below is that rate, named for the usual case), and the modules
              a quantized checkpoint keeps in the model dtype (its exclusion list, MXFP4's dense layers, the LM head)
-             at that 16-bit rate (kvplan.speed.shape.plain_gemm; gemm_seconds), as a Gated DeltaNet layer's
+             at that 16-bit rate (kvplan.speed.shape.plain_gemm; gemm_seconds), as the recurrent layers'
              chunked recurrence (`recurrent_flops` a token: kvplan.speed.recurrent); the rate is the profile's measured
              `achieved_dense_flops` where it has one (kvplan.speed.compute_dtype.read_flops), the datasheet's otherwise.
              The LM head's 2 x vocab x hidden / tp (tied or not) only for the positions whose logits the step
@@ -117,7 +117,7 @@ class Shape:
     state_bytes_per_seq: int = 0  # a sequence's fixed state on this rank (Mamba / linear attention, DeepSeek-V4)
     flops_per_token: float = 0.0  # 2 x active parameters on this rank, the LM head apart
     plain_flops: float = 0.0  # of them, those of modules the checkpoint keeps in the model dtype: at bf16_rate
-    recurrent_flops: float = 0.0  # a token's in Gated DeltaNet layers' chunked recurrence, at bf16_rate (recurrent)
+    recurrent_flops: float = 0.0  # a token's in the recurrent layers' chunked prefill kernels, at bf16_rate (recurrent)
     head_flops: float = 0.0  # the LM head's 2 x vocab x hidden / tp, per position whose logits a step computes
     plain_head: bool = True  # the LM head runs at bf16_rate (every checkpoint but a GGUF file, its output quantized)
     plain_decompress: float = 0.0  # of decompress_flops, those of a kept attention's kv_b_proj: at bf16_rate

@@ -77,7 +77,7 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
     width = cfg.int("intermediate_size", limit="intermediate_size")
     dense_first = cfg.int("first_k_dense_replace", default=1, minimum=0, limit="num_hidden_layers")
     qkv = lin_heads * lin_dim
-    kda = RecurrentState((kernel - 1) * 3 * qkv, lin_heads * lin_dim * lin_dim, lin_heads, "kda", ssm_dtype="fp32")
+    kda = _kda_state(lin_heads, lin_dim, kernel)
     mla = MLALatent(rank, rope, qk_nope_head_dim=nope, v_head_dim=v_dim)
     kinds = _kinds(cfg, n, lac)
     attention = other = replicated = mlp = expert = shared = router = 0
@@ -108,6 +108,12 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
     context = cfg.int("model_max_length", "max_position_embeddings", default=1_048_576, limit="window")
     geometry = dict(hidden=h, heads=heads, act_width=top_k * moe_width, vocab=vocab, notes=[], max_context=context)
     return geometry, [mla if k == "full" else kda for k in kinds], params
+
+
+def _kda_state(heads: int, head_dim: int, kernel: int) -> RecurrentState:
+    """A KDA layer's per-sequence state (module docstring), with its heads' key and value widths (both head_dim)."""
+    return RecurrentState((kernel - 1) * 3 * heads * head_dim, heads * head_dim * head_dim, heads, "kda",
+                          ssm_dtype="fp32", key_head_dim=head_dim, value_head_dim=head_dim)
 
 
 def _sub_int(cfg, lac: dict, key: str, default: int) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from kvplan.core.intmath import cdiv
 from kvplan.model.recurrent import RecurrentState
 from kvplan.model.spec import ParamCounts
+from kvplan.readers.states import mamba_chunk
 
 FAMILIES = {"mamba", "falcon_mamba", "mamba2"}
 
@@ -47,7 +48,8 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
         inner = heads * head_dim
         conv_dim = inner + 2 * groups * state
         layer = RecurrentState((kernel - 1) * conv_dim, heads * head_dim * state, heads, "mamba2",
-                               groups, (kernel - 1) * 2 * groups * state)
+                               groups, (kernel - 1) * 2 * groups * state, key_head_dim=state, value_head_dim=head_dim,
+                               chunk=mamba_chunk(cfg, 256))
         linear = hidden * (2 * inner + 2 * groups * state + heads) + inner * hidden
         small = conv_dim * (kernel + 1) + 3 * heads + inner  # conv w + b, dt_bias, A_log, D, gated norm
         tied_default = False

@@ -49,7 +49,7 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
         raise KvplanError(f"{cfg.where}: MiniMax shared experts (shared_intermediate_size > 0) are not modelled",
                           EXIT_USAGE)
     kinds = _kinds(cfg, n)
-    lightning = RecurrentState(0, heads * d * d, heads, "linear_attention")
+    lightning = RecurrentState(0, heads * d * d, heads, "linear_attention", key_head_dim=d, value_head_dim=d)
     softmax = FullAttention(kv, d)
     layers = [softmax if k == "full" else lightning for k in kinds]
     attention = other = 0

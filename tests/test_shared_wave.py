@@ -63,3 +63,4 @@ def test_which_engines_share_the_budget():
     assert case_mixed(case(engine="trtllm"), Running(64, 8192))
     assert not case_mixed(case(engine="sglang"), Running(64, 8192))  # prefill batches apart from decode batches
     assert not case_mixed(case(engine="vllm"), Running(64, 163840, packed=True))  # V0 on MLA: prefill-only steps
+    assert not case_mixed(case(engine="vllm"), Running(64, 8192, prefill_alone=True))  # V0, chunked prefill off

@@ -121,6 +121,7 @@ class Running(NamedTuple):
     limit: float | None = None  # a running limit, the pool not sized here: the fit's pool binds within it (unsized)
     free_share: float = 0.0  # the share of the memory free after loading that the fit's pool takes (unsized)
     mixed: bool = False  # the step budget takes the running decodes before waiting prompts (case_mixed)
+    prefill_alone: bool = False  # vLLM's V0 without chunked prefill: a step that prefills decodes no one (case_mixed)
 
 
 def case_waves(case, spec=None, v1: bool | None = None) -> bool:
@@ -179,9 +180,10 @@ def case_lock_mixed(case) -> bool:
 def case_mixed(case, got: Running) -> bool:
     """Whether the case's engine fills each step's budget with its running requests' decode tokens first and its
     waiting prompts' chunks with the rest (kvplan.engines.scheduler.shares_budget), where its prefill steps carry
-    decodes at all: not where whole prompts are packed into prefill-only steps (`packed`, vLLM's V0 on MLA) or
-    prefill batches run apart (`waves`)."""
-    return shares_budget(case.engine) and not got.packed and not got.waves
+    decodes at all: not where whole prompts are packed into prefill-only steps (`packed`, vLLM's V0 on MLA), a V0
+    run without chunked prefill schedules no decode beside a prefill (`prefill_alone`) or prefill batches run apart
+    (`waves`)."""
+    return shares_budget(case.engine) and not (got.packed or got.prefill_alone or got.waves)
 
 
 def case_balance(case) -> tuple[int, int] | None:
@@ -298,7 +300,8 @@ def sized(case, spec, gpu) -> Running | None:
         cap = min(cap, mean) if redo else cap  # (n, 0): nothing preempted, the cap as it was
     v1 = getattr(st, "v1", None)  # vLLM's engine for this run (None: another engine's settings)
     whole = case_packed(case, spec, opts, v1)  # V0's budget is the server's length, not the resident one priced here
-    return Running(cap, whole or chunk, case_waves(case, spec, v1), recompute=redo, packed=bool(whole))
+    return Running(cap, whole or chunk, case_waves(case, spec, v1), recompute=redo, packed=bool(whole),
+                   prefill_alone=v1 is False and not st.v0_chunked)  # V0's _schedule_default: PREFILL_FIRST_BEFORE
 
 
 def unsized(case, tool: tuple[int, int] | None) -> Running | None:

@@ -41,7 +41,8 @@ from kvplan.engines.sglang import prefill_graph as sglang_prefill_graph
 from kvplan.engines.sglang.settings import DEFAULT_VERSION as SGLANG_CURRENT
 from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_mixed, lockstep_workers,
                                       mixed_chunk, model_limits, poll_wait_steps, prefill_first_release,
-                                      resident_context, runs_waves, whole_prompt_budget, worker_chunk)
+                                      resident_context, runs_waves, shares_budget, whole_prompt_budget,
+                                      worker_chunk)
 from kvplan.engines.trtllm.bench import BUILD_FRACTION as TRTLLM_BUILD_FRACTION, KV_FRACTION as TRTLLM_KV_FRACTION
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.engines.vllm.defaults import ENGINE_CONTEXT, LLM_CLASS
@@ -125,6 +126,8 @@ class Running(NamedTuple):
     prefill_graph: bool = False  # its prefill steps replay a CUDA graph (case_prefill_graph)
     limit: float | None = None  # a running limit, the pool not sized here: the fit's pool binds within it (unsized)
     free_share: float = 0.0  # the share of the memory free after loading that the fit's pool takes (unsized)
+    mixed: bool = False  # the step budget takes the running decodes before waiting prompts (case_mixed)
+    prefill_alone: bool = False  # vLLM's V0 without chunked prefill: a step that prefills decodes no one (case_mixed)
 
 
 def case_waves(case, spec=None, v1: bool | None = None) -> bool:
@@ -180,6 +183,15 @@ def case_lock_mixed(case) -> bool:
     return lockstep_mixed(case.engine, mixed_chunk(case.engine, case.flags))
 
 
+def case_mixed(case, got: Running) -> bool:
+    """Whether the case's engine fills each step's budget with its running requests' decode tokens first and its
+    waiting prompts' chunks with the rest (kvplan.engines.scheduler.shares_budget), where its prefill steps carry
+    decodes at all: not where whole prompts are packed into prefill-only steps (`packed`, vLLM's V0 on MLA), a V0
+    run without chunked prefill schedules no decode beside a prefill (`prefill_alone`) or prefill batches run apart
+    (`waves`)."""
+    return shares_budget(case.engine) and not (got.packed or got.prefill_alone or got.waves)
+
+
 def case_balance(case) -> tuple[int, int] | None:
     """(timeout_iters, batching_wait_iters) where the case's engine, with the flags it ran, holds context requests
     until every attention-DP rank has one (kvplan.engines.scheduler.balance_iters; kvplan.speed.balance), else None."""
@@ -200,6 +212,8 @@ def running(case, spec, gpu) -> Running | None:
     dtype (`case_ssm_dtype`) and when a request joins its running batch (kvplan.engines.joining.joins_after_prefill)
     wherever they apply, sized or not (scheduler rules and the pool's type, not memory)."""
     got, held, poll = sized(case, spec, gpu), case_balance(case), case_poll_wait(case)
+    if got is not None and case_mixed(case, got):
+        got = got._replace(mixed=True)
     ssm, late, lock = case_ssm_dtype(case, spec, gpu), joins_after_prefill(case.engine), case_lockstep(case, spec)
     graph = case_prefill_graph(case, spec, gpu)
     if lock > 1:  # lockstep workers, sized or not: how their steps pace each other is the scheduler's
@@ -315,7 +329,8 @@ def sized(case, spec, gpu) -> Running | None:
         cap = min(cap, mean) if redo else cap  # (n, 0): nothing preempted, the cap as it was
     v1 = getattr(st, "v1", None)  # vLLM's engine for this run (None: another engine's settings)
     whole = case_packed(case, spec, opts, v1)  # V0's budget is the server's length, not the resident one priced here
-    return Running(cap, whole or chunk, case_waves(case, spec, v1), recompute=redo, packed=bool(whole))
+    return Running(cap, whole or chunk, case_waves(case, spec, v1), recompute=redo, packed=bool(whole),
+                   prefill_alone=v1 is False and not st.v0_chunked)  # V0's _schedule_default: PREFILL_FIRST_BEFORE
 
 
 def unsized(case, tool: tuple[int, int] | None) -> Running | None:

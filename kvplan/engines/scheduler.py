@@ -52,6 +52,13 @@ OWN_KEYS = {"vllm": ("max_num_seqs", "max_num_batched_tokens"),
 MIXED_BUDGET = frozenset({"vllm", "trtllm"})
 
 
+def shares_budget(engine: str | None) -> bool:
+    """Whether `engine`'s step budget takes its running requests' decode tokens before any waiting prompt's
+    (MIXED_BUDGET): a burst's first-wave prompts then share each step with the wave's earlier requests' decodes
+    (kvplan.speed.wave.shared_wave)."""
+    return canonical_engine(engine or "") in MIXED_BUDGET
+
+
 # Engines that decode only when no prefill batch forms: SGLang's scheduler builds a prefill batch first and runs it
 # whenever one forms ("Run prefill first if possible"), decoding the running batch only otherwise, and a decode
 # batch rides a prefill batch only with --enable-mixed-chunk, off by default (sglang 0.5.15 wheel,

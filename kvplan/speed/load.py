@@ -17,7 +17,10 @@ seconds:
                            over the cap queue, waiting (c - B) x T each
   its first wave           the first B requests start at once: each gets its first token at the end of the
                            prefill step its prompt ends in, q = chunk // isl prompts a step over K = ceil(B / q)
-                           steps, TTFT = (1 - q (K - 1) / 2B) x t_wave (`first_wave`; (B + 1) / 2B at q = 1)
+                           steps, TTFT = (1 - q (K - 1) / 2B) x t_wave (`first_wave`; (B + 1) / 2B at q = 1);
+                           where the step budget takes the running decodes first (`mixed`: vLLM, TensorRT-LLM),
+                           the wave's earlier requests' decode tokens leave the later prompts less of each step,
+                           so they end later: that times the mean end step's ratio (kvplan.speed.wave.shared_wave)
   then staggered           every later request arrives when one finishes, with the others that
                            finished in the same step: a group of G = min(B, chunk / isl) (at least 1)
                            requests, since a wave's prefills finish a chunk of steps apart and its
@@ -146,7 +149,7 @@ from kvplan.speed.balance import held_back
 from kvplan.speed.lockstep import lockstep_cycle
 from kvplan.speed.model import PREFILL_CHUNK
 from kvplan.speed.queueing import arrival_wait, missed_step, overload_wait
-from kvplan.speed.wave import refill_delay, wave_decode
+from kvplan.speed.wave import refill_delay, shared_wave, wave_decode
 
 RATE_METRICS = ("output_throughput", "request_throughput", "total_throughput", "pp_tok_s", "tg_tok_s")
 
@@ -183,6 +186,7 @@ class Load:
     poll_wait: float = 0.0  # decode steps a spread arrival waits for the scheduler's poll (`poll`, module docstring)
     packed: bool = False  # a prefill step packs whole prompts up to `chunk`, the server's length: vLLM's V0 on MLA
     joins_late: bool = False  # a request joins the running batch after its prefill batch (SGLang), not when scheduled
+    mixed: bool = False  # the step budget takes the running decodes first: kvplan.engines.scheduler.shares_budget
 
 
 def decode_context(load: Load) -> float:
@@ -328,9 +332,11 @@ def first_wave(load: Load, b: float) -> tuple[float, float, float]:
     prefill step its prompt ends in (a step is one forward; its first tokens leave after it), q = chunk // isl whole
     prompts a step (1 where a prompt fills a chunk; the server's length where the engine packs to it, `packed`), so
     over K = ceil(B / q) steps the mean is 1 - q (K - 1) / 2B: (B + 1) / 2B at q = 1, (K + 1) / 2K where q divides B,
-    t_wave itself for a wave of one step."""
+    t_wave itself for a wave of one step; where the engine's step budget takes the running decodes first (`mixed`),
+    times `shared_wave`'s ratio of the mean step a prompt ends in, its steps each costing t_wave / K as before."""
     q = max(1.0, load.chunk // max(1.0, load.isl)) if load.isl < load.chunk else 1.0
-    return 1.0 - q * (max(1.0, -(-b // q)) - 1) / (2 * b), 0.0, 0.0
+    later = shared_wave(b, load.isl, load.osl, load.chunk) if load.mixed else 1.0
+    return later * (1.0 - q * (max(1.0, -(-b // q)) - 1) / (2 * b)), 0.0, 0.0
 
 
 def replaces(load: Load, burst: bool) -> bool:

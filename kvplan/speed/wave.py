@@ -3,13 +3,15 @@ its slots as those requests finish.
 
 The B requests a burst starts at once prefill in K = ceil(B x isl / chunk) steps; each gets its later tokens in the
 wave's remaining steps and after it, and, where every request has the same lengths, a later request takes the slot
-one of them frees. Each answer is (a, b, e) of t_wave, t_dec, t_grp, the form `load.py`'s `combos` adds up; the
-module knows lengths and counts only, not the Load they come from.
+one of them frees; where the engine's step budget takes the running requests' decode tokens first, the wave's prompts
+end later than a budget of prompts alone has them (`shared_wave`). Each answer is (a, b, e) of t_wave, t_dec, t_grp,
+the form `load.py`'s `combos` adds up; the module knows lengths and counts only, not the Load they come from.
 """
 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 
 def wave_steps(b: float, isl: float, osl: float, chunk: int) -> tuple[float, float]:
@@ -65,3 +67,38 @@ def refill_delay(b: float, n: float, isl: float, osl: float, chunk: int) -> tupl
     s = later - q * b
     mean_r = (q * b * (b + 1) / 2 + s * (s + 1) / 2) / (b * later)
     return (d + m1) / k * (1 - mean_r), (tokens - m1) * (1 - mean_r), 0.0
+
+
+
+@lru_cache(maxsize=4096)
+def shared_wave(b: float, isl: float, osl: float, chunk: int) -> float:
+    """How much later a first-wave prompt ends, on average, where each step's budget of `chunk` tokens goes to the
+    running requests' decode tokens first and to the waiting prompts with what is left, than where the prompts have
+    it all: the ratio of the mean step the B prompts end in. vLLM's schedulers take the RUNNING requests first
+    (V1: vllm-project/vllm@00024d31: vllm/v1/core/sched/scheduler.py `schedule`, "First, schedule the RUNNING
+    requests", then the WAITING ones with the token budget left; V0's chunked prefill likewise,
+    vllm-project/vllm@0054e1fa:vllm/core/scheduler.py `_schedule_chunked_prefill`), TensorRT-LLM's micro-batch
+    scheduler its generation requests (kvplan.engines.scheduler.MIXED_BUDGET's citation). Prompts are taken in order
+    and split across steps; a request whose prompt ends in step j decodes one token in each of steps j + 1 .. j + L
+    (L = osl - 1), so step k leaves chunk - (the prompts that ended in steps k - L .. k - 1) to the prompts. 1 where
+    no one decodes inside the wave (L = 0, a wave of one)."""
+    tokens = int(max(0.0, osl - 1))
+    if tokens == 0 or b <= 1:
+        return 1.0
+    size, width = max(1.0, isl), float(max(1, chunk))
+    return _end_steps(b, size, tokens, width) / _end_steps(b, size, 0, width)
+
+
+def _end_steps(b: float, size: float, tokens: int, width: float) -> float:
+    """The steps B prompts of `size` tokens end in, summed, each step `width` tokens less the decode tokens of the
+    prompts that ended in the `tokens` steps before it (shared_wave; `tokens` 0: prompts alone)."""
+    need, done, step, total = b * size, 0.0, 0, 0.0
+    ended = [0.0]  # ended[i]: prompts ended by the end of step i
+    while done < need:
+        step += 1
+        decoding = ended[-1] - (ended[-1 - tokens] if len(ended) > tokens else 0.0)
+        done = min(need, done + max(0.0, width - decoding))
+        now = b if done >= need else float(math.floor(done / size + 1e-9))
+        total += step * (now - ended[-1])
+        ended.append(now)
+    return total

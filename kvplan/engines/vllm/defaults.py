@@ -177,7 +177,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     os_memory=opt_shared_bytes(opts, "os_memory", None, gpu),
                     host_growth=opt_shared_bytes(opts, "host_growth", 0, gpu),
                     page_cache=opt_shared_bytes(opts, "page_cache", None, gpu), max_model_len=engine_length(model, req),
-                    v0_chunk_note=chunk_note, chunked_prefill_asked=asked,
+                    v0_chunk_note=chunk_note, chunked_prefill_asked=asked, v0_chunked=chunk is not None,
                     engine_note=engine_note(v, found, use_v1, v1, gpu, has_mla), use_v1=use_v1, mla_note=mla_note,
                     **dict(zip(STATE_OPTS, state_options(opts, v))), ssm_dtype_read=read_ssm_dtype(model),
                     graph_shape=tuple(explicit.get("graph_shape") or ()), max_capture=asked_max(opts, v),

@@ -61,6 +61,7 @@ class Settings:
     # V0's chunked prefill, on by the engine's own rule or off despite it, in words (kvplan.engines.vllm.v0_chunked)
     v0_chunk_note: str = ""
     chunked_prefill_asked: bool | None = None  # engine option enable_chunked_prefill (None: not given; V0 only)
+    v0_chunked: bool = False  # V0 with its chunked prefill on (v0_chunked.chunk_budget gave a budget)
     # which engine a 0.8.0-0.10.x release runs and why, in words (kvplan.engines.vllm.v0_fallback.note)
     engine_note: str = ""
     # an MLA model's layers decompressed before vLLM's MLA kernel, in words (kvplan.engines.vllm.pre_mla.note)

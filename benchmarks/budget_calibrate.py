@@ -20,7 +20,7 @@ def _cudagraph_row(rec: dict, model, printed: float, tp: int, pp: int, max_seqs:
     from kvplan.planning.deploy import Deployment, stage_ranges
 
     # the stages as the release cuts them, as its plan does (kvplan.engines.stage_split; every record here is 0.8.0+)
-    layers = max(b - a for a, b in stage_ranges(model, Vllm(rec["version"]).own_stages(model, Deployment(tp, pp))[0]))
+    layers = max(b - a for a, b in stage_ranges(model, Vllm(rec["version"]).own_stages(model, Deployment(tp, pp))))
     piecewise, full = vllm_overhead.cudagraph_counts(model, max_seqs)
     further = max(0, len(piecewise) - 1) + max(0, len(full) - 1)
     wd = canonical_weight_dtype(rec["weights"]) if rec.get("weights") else None

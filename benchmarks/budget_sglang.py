@@ -57,7 +57,7 @@ def setup(rec: dict, gpu):
     kvd = canonical_kv_dtype(kv, model.dtype) if kv != "auto" else None
     ctx = int(flags.get("context_len") or flags.get("context_length") or engine.context_limit(model).tokens)
     weights = rec.get("weights") or {"float16": "fp16", "bfloat16": "bf16"}.get(str(flags.get("dtype")))
-    dep = engine.own_stages(model, Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1)))[0]  # its own cut
+    dep = engine.own_stages(model, Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1)))  # its own cut
     return engine, model, dep, Request(context=min(ctx, model.max_context), kv_dtype=kvd, weight_dtype=weights)
 
 
@@ -180,7 +180,7 @@ def sglang_states(records: list[dict], split, parsed) -> list[dict]:
         model, dep = require_in_catalog(name), Deployment(int(rec.get("tp") or 1), int(rec.get("pp") or 1))
         version = rec.get("version") or rec.get("version_inferred") or sglang.DEFAULT_VERSION
         engine = resolve_engine("sglang", version)
-        dep = engine.own_stages(model, dep)[0]  # the release's own layers per stage (kvplan.engines.stage_split)
+        dep = engine.own_stages(model, dep)  # the release's own layers per stage (kvplan.engines.stage_split)
         kv = canonical_kv_dtype("auto", model.dtype)
         st = engine.settings(model, assumed_gpu(), dep, Request(context=4096))
         slots, tokens = int(rep["max_mamba_cache_size"].value), int(rep["kv_tokens"].value)

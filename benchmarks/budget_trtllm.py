@@ -43,7 +43,7 @@ def _setup(rec: dict):
                   weight_dtype=canonical_weight_dtype(rec["weights"]) if rec.get("weights") else None)
     opts = {k: str(flags[k]) for k in ("free_gpu_memory_fraction", "max_num_tokens", "tokens_per_block") if k in flags}
     version = rec.get("version") or rec.get("version_inferred")
-    dep = trt.TrtLlm(version).own_stages(model, dep)[0]  # Mapping.pp_layers' cut (kvplan.engines.stage_split)
+    dep = trt.TrtLlm(version).own_stages(model, dep)  # Mapping.pp_layers' cut (kvplan.engines.stage_split)
     return trt, model, dep, req, opts, version
 
 

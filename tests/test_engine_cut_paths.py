@@ -47,7 +47,7 @@ def test_sglang_k_size_reads_the_releases_cut():
     # 12 x 1,152 = 13,824 B a token; (1,000 + page 1) x 13,824 B = 13,837,824 B. vLLM's cut would bind at 8 layers.
     v3 = find_in_catalog("deepseek-v3")
     engine = resolve_engine("sglang", "0.5.5")
-    dep = engine.own_stages(v3, Deployment(8, 8))[0]
+    dep = engine.own_stages(v3, Deployment(8, 8))
     assert dep.stage_layers == (7,) * 7 + (12,)
     bf16 = canonical_kv_dtype("bf16", v3.dtype)
     st = engine.settings(v3, find_gpu("h200"), dep, Request(8192))

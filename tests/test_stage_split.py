@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan.core.errors import KvplanError
-from kvplan.engines import resolve_engine
+from kvplan.engines import resolve_engine, stage_split
 from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment, split_layers
 from kvplan.planning.plan import Request
@@ -148,7 +148,9 @@ def test_the_plan_names_where_its_split_came_from():
     logged = [w.message for w in plan.warnings if "per pipeline stage" in w.message]
     assert logged == ["layers per pipeline stage 16,32 as the log sets them (VLLM_PP_LAYER_PARTITION=16,32)" + tail]
     vllm = resolve_engine("vllm", "0.7.3")
-    cut, said = vllm.own_stages(_llama70b(), Deployment(1, 3))  # 0.7.3: 26, 26, 28
+    cut = vllm.own_stages(_llama70b(), Deployment(1, 3))  # 0.7.3: 26, 26, 28
+    said = stage_split.said(cut)
+    assert cut.stage_layers == (26, 26, 28)
     assert [w.message for w in said] == ["layers per pipeline stage 26,26,28: vLLM 0.7.3's own split (the remainder "
                                          "on the last stage)" + tail]
     again = vllm.result(_llama70b(), H100, cut, Request(8192)).plan

@@ -109,8 +109,8 @@ class Engine:
         raise stage_split.unread(self.name, self.opts[stage_split.OPT], readers, why)
 
     def own_stages(self, model, dep):
-        """(`dep` cut as this release cuts the layers itself where none are set and its cut is uneven, the assumption
-        saying so): kvplan.engines.stage_split.engine_cut, for result() and the log checks that plan stages."""
+        """`dep` cut as this release cuts the layers itself where none are set and its cut is uneven (stage_from
+        names it, for stage_split.said): kvplan.engines.stage_split.engine_cut, for result() and the log checks."""
         return stage_split.engine_cut(model, dep, self.name, self.version or self.default_version,
                                       self.display_name or self.name)
 
@@ -220,7 +220,7 @@ class Engine:
         A KvplanError where the engine cannot run the deployment."""
         self.check_layers(model, req.kv_dtype)
         dep = stage_split.staged(model, dep, stage_split.read(self.opts), self.stage_split_env)
-        dep, cut_said = self.own_stages(model, dep)
+        dep = self.own_stages(model, dep)
         self.check_layout(model, dep)
         req, kv_said = self.with_checkpoint_kv(model, req)
         st = self.settings(model, gpu, dep, req)
@@ -242,7 +242,7 @@ class Engine:
                                                          "checkpoint + loading")))
         ans = whole_answers(self.answers(view, dep, stages, one, st, use, cap), dep, self.dcp_tokens_whole)
         plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name,
-                        assumed=(*kv_said, *(cut_said or stage_split.said(dep)), *self.assumptions(view, gpu, dep, st)),
+                        assumed=(*kv_said, *stage_split.said(dep), *self.assumptions(view, gpu, dep, st)),
                         pooled=cap.pooled, kv_share=share)
         return EngineResult(plan, cap, self.settings_dict(st, view, dep, r), gpu)
 

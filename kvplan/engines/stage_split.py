@@ -102,19 +102,17 @@ def own_cut(engine: str, version: str | None) -> tuple[str, str] | None:
     return next(((form, how) for since, form, how in rows if v >= since), rows[-1][1:])
 
 
-def engine_cut(model, dep: Deployment, engine: str, version: str | None,
-               shown: str = "") -> tuple[Deployment, tuple[PlanWarning, ...]]:
+def engine_cut(model, dep: Deployment, engine: str, version: str | None, shown: str = "") -> Deployment:
     """`dep` cut as the engine release cuts it by itself where no layers per stage are set and its cut is uneven
-    (Deployment.stage_layers, so every stage rule reads it), with the assumption that says so (`shown`: the engine's
-    name as its docs write it); `dep` as it is else."""
+    (Deployment.stage_layers, so every stage rule reads it), its stage_from naming that cut (`shown`: the engine's
+    name as its docs write it) for the assumption `said` states; `dep` as it is else."""
     cut = own_cut(engine, version) if dep.stage_layers is None and dep.pp > 1 else None
     if cut is None:
-        return dep, ()
+        return dep
     sizes = cut_sizes(model.num_layers, dep.pp, cut[0])
     if len(set(sizes)) == 1:
-        return dep, ()
-    dep = replace(dep, stage_layers=sizes, stage_from=f": {shown or engine} {version}'s own split ({cut[1]})")
-    return dep, said(dep)
+        return dep
+    return replace(dep, stage_layers=sizes, stage_from=f": {shown or engine} {version}'s own split ({cut[1]})")
 
 
 def unread(engine: str, value, readers: str, why: str = "") -> KvplanError:

@@ -69,7 +69,7 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp, weight_dtype=None):
         from_pool = _version_from_pool(model, gpu, dep, req, r, out)
         version = out.version = from_pool or version
     engine = resolve_engine("sglang", version, opts)
-    dep = engine.own_stages(model, dep)[0]  # the release's own cut (kvplan.engines.stage_split)
+    dep = engine.own_stages(model, dep)  # the release's own cut (kvplan.engines.stage_split)
     st = engine.settings(model, stand_in, dep, req)
     if dep.pp > 1:
         out.notes.append(f"pp {dep.pp}: each stage's pool is its own layers'; kvplan shows the largest-cell stage's")
@@ -170,7 +170,7 @@ def _version_from_pool(model, gpu, dep, req, r: dict, out) -> str | None:
     rep = int(r["kv_tokens"].value)
     for v in reversed(sglang.VERSIONS):
         engine = resolve_engine("sglang", v, [])
-        cut = engine.own_stages(model, dep)[0]  # each release's own cut (kvplan.engines.stage_split)
+        cut = engine.own_stages(model, dep)  # each release's own cut (kvplan.engines.stage_split)
         try:  # a release that cannot run the model (a state layer it has no pool for, ...) did not write the log
             engine.result(model, gpu, dep, req)
             st = engine.settings(model, gpu, cut, req)
@@ -237,7 +237,7 @@ def _tp_from_weights(model, rec, out, gpu, version, wdt=None) -> int | None:
         return None
     printed = rec.reported["weights_mem_usage_gb"].value * GIB
     pp = rec.pp or 1  # the stages cut as the release cuts them (kvplan.engines.stage_split), not as vLLM does
-    cut = resolve_engine("sglang", version).own_stages(model, Deployment(1, pp))[0].stage_layers
+    cut = resolve_engine("sglang", version).own_stages(model, Deployment(1, pp)).stage_layers
     for tp in (1, 2, 4, 8, 16, 32, 64):
         dep = Deployment(tp, pp, stage_layers=cut)
         try:  # the weights of each stage's rank, as a plan reads them (kvplan.planning.plan.prepare), no plan made

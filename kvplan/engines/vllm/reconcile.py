@@ -66,7 +66,7 @@ def reconcile_vllm(rec, model, gpu, version, kv_name, tp, weight_dtype=None):
                          "numbers is checked")
         return out
     req = _vllm_request(rec, model, length, kv_name, out, weight_dtype)
-    dep = engine.own_stages(model, dep)[0]  # the release's own cut where the log sets none (engines/stage_split.py)
+    dep = engine.own_stages(model, dep)  # the release's own cut where the log sets none (engines/stage_split.py)
     stand_in = gpu or assumed_gpu()
     pre = engine.settings(model, stand_in, dep, req)
     default = pre.max_num_seqs  # the log's, else the release's default

@@ -67,6 +67,9 @@ def _case(source: str, point: str):
     ("sglang-pr-31363", "h200-fp8-ht-c1024-run2", False),
     # a run that states no release, in the older era by its date (Dec 2024): not told, none
     ("datacrunch-h200-sglang-outputs", None, False),
+    # 0.5.14, GLM-5.2 at tp 8 stating --enable-dp-attention without --dp: SGLang turns tc off under DP attention
+    # (0.5.13 `server_args.py` L1342-1413); kvplan's engine takes no DP attention at dp 1, so the run is priced eagerly
+    ("gpustack-perflab-glm-5.2-h200", "L269-sglang", False),
 ])
 def test_which_corpus_runs_replay_their_prefill(source, point, graphed):
     cases, _ = read_corpus(CORPUS)

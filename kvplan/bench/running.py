@@ -37,8 +37,6 @@ from kvplan.core.releases import release_of
 from kvplan.engines import configure
 from kvplan.engines.joining import joins_after_prefill
 from kvplan.engines.capacity_policy import preempts_on_growth
-from kvplan.engines.sglang import prefill_graph as sglang_prefill_graph
-from kvplan.engines.sglang.settings import DEFAULT_VERSION as SGLANG_CURRENT
 from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_mixed, lockstep_workers,
                                       mixed_chunk, model_limits, poll_wait_steps, prefill_first_release,
                                       resident_context, runs_waves, shares_budget, whole_prompt_budget,
@@ -52,7 +50,7 @@ from kvplan.model.recurrent import recurrent_states
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
 from kvplan.speed.cohort import cohort
-from kvplan.speed.corpus import PER_RANK_LIMIT, attention_dp, one_engine_dp
+from kvplan.speed.corpus import DP_ATTENTION, PER_RANK_LIMIT, attention_dp, one_engine_dp
 from kvplan.speed.shape import weight_dtype_of
 
 # the corpus's flag spellings (dashes read as underscores) that are engine options, per engine
@@ -61,7 +59,7 @@ OPTS = {
     "sglang": {"chunked_prefill_size": "chunked_prefill_size", "mem_fraction_static": "mem_fraction_static",
                "mem_frac": "mem_fraction_static", "cuda_graph_max_bs": "cuda_graph_max_bs",
                "page_size": "page_size", "max_running_requests": "max_running_requests",
-               "mamba_ssm_dtype": "mamba_ssm_dtype"},
+               "mamba_ssm_dtype": "mamba_ssm_dtype", "enable_multimodal": "enable_multimodal"},
     "trtllm": {"max_num_tokens": "max_num_tokens", "free_gpu_memory_fraction": "free_gpu_memory_fraction",
                "kv_cache_free_gpu_mem_fraction": "free_gpu_memory_fraction",
                # trtllm-serve's --kv_cache_free_gpu_memory_fraction, which serve hands to get_llm_args as
@@ -82,8 +80,9 @@ POLICY = {"trtllm": ("capacity_scheduler_policy", "scheduler_policy", "batch_sch
 # aiter fraction cut and its estimate of max_running_requests read (kvplan.engines.sglang.attention.aiter_cut,
 # kvplan.engines.sglang.mamba.max_running; docs/engines.md); vLLM V0's is `server_sized`'s
 SERVER_LENGTH = {"sglang": "context_length"}
-# the engines whose default prefill CUDA graph kvplan reads by release (case_prefill_graph): the rule, the off flag
-PREFILL_GRAPH = {"sglang": (sglang_prefill_graph.decide, "disable_piecewise_cuda_graph", SGLANG_CURRENT)}
+# the engines whose request step says whether a prefill step replays a CUDA graph (Request.prefill_graph, SGLang's by
+# release: kvplan.engines.sglang.prefill_graph), by the flag that turns that graph off (case_prefill_graph)
+PREFILL_GRAPH_OFF = {"sglang": "disable_piecewise_cuda_graph"}
 # benchmark tools that choose the engine's running limit and step tokens themselves where the run states
 # neither: tool -> (the engine's option for tokens per step, the function giving (running limit, tokens))
 HARNESS_SETTINGS = {"trtllm-bench": ("max_num_tokens", trtllm_bench_settings)}
@@ -226,23 +225,20 @@ def running(case, spec, gpu) -> Running | None:
 
 def case_prefill_graph(case, spec, gpu) -> bool:
     """Whether the case's engine replays its prefill steps from a CUDA graph, so a step with prompt tokens pays no
-    launch cost per MoE layer (kvplan.speed.terms `pmoe`): SGLang's default piecewise or breakable prefill graph at
-    the release the run states, for its model, GPU, pp and DP attention (kvplan.engines.sglang.prefill_graph.decide,
-    the rule its memory reserve follows). None under a run that states --disable-piecewise-cuda-graph; a run that
-    states no release kvplan reads ("main branch (as stated)") is read as the speed eras read it: the engine's
-    current release where its era is the current one (as a plan's unstated release), not told (none) in an older era."""
-    flags, (decide, off, current) = case.flags or {}, PREFILL_GRAPH.get(case.engine, (None, "", ""))
-    if decide is None or flags.get(off) in (True, "true"):
+    launch cost per MoE layer (kvplan.speed.terms `pmoe`): its request step's `Request.prefill_graph` (SGLang's default
+    piecewise or breakable prefill graph at the release the run states, for its model, GPU, pp and DP attention:
+    kvplan.engines.sglang.prefill_graph.decide, the rule its memory reserve follows). False under a run that states
+    --disable-piecewise-cuda-graph, for an engine without such a graph, or a setting its rules refuse; a run that states
+    no release kvplan reads ("main branch (as stated)") is read as the speed eras read it: the engine's current release
+    where its era is the current one (as a plan's unstated release), not told (False) in an older era."""
+    off = PREFILL_GRAPH_OFF.get(case.engine)
+    if off is None or (case.flags or {}).get(off) in (True, "true"):
         return False
     version = case.version if case.version and release_of(case.version) else None
     if version is None and case.era != case.engine:  # an older era's run that states no release: not told
         return False
-    dep = Deployment(tp=case.tp, pp=case.pp, dp=case.dp, ep=case.ep)
-    try:
-        return decide(spec, gpu, dep, version or current, attention_dp(case),  # the flag, as SGLang reads it
-                      bool(flags.get("enable_multimodal")))[0] is not None
-    except KvplanError:  # a release the engine's rules do not take: priced as before, eagerly
-        return False
+    got = case_request(case, spec, gpu, version, attention_dp(case))
+    return got is not None and got[1].prefill_graph
 
 
 def case_ssm_dtype(case, spec, gpu) -> str:
@@ -253,16 +249,24 @@ def case_ssm_dtype(case, spec, gpu) -> str:
     rule failed the adoption rule) or a setting its rules refuse."""
     if spec is None or case.engine not in OPTS or not recurrent_states(spec.layers):
         return ""
+    got = case_request(case, spec, gpu, case.version)
+    return got[1].ssm_dtype if got is not None and got[0].fit_follows_ssm_dtype else ""
+
+
+def case_request(case, spec, gpu, version: str | None, dp_attention: bool = False):
+    """(the case's engine at `version`, configured with the options its run stated, the Request its request step gives
+    `spec` at the run's prompt length on one replica of the case's layout), or None where the engine's rules refuse
+    the setting: what case_ssm_dtype and case_prefill_graph read. `dp_attention`: the run's DP attention told to the
+    engine as its option (kvplan.speed.corpus.DP_ATTENTION), its dp ranks one engine's."""
+    opts = {**case_opts(case), DP_ATTENTION[case.engine]: True} if dp_attention else case_opts(case)
     try:
-        engine, _ = configure(case.engine, case.version, case_opts(case), None)
-        dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, dp=1, ep=case.ep))
+        engine, _ = configure(case.engine, version, opts, None)
+        dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, dp=case.dp if dp_attention else 1, ep=case.ep))
         req = read_request(spec, context=max(1, int(case.load.isl)), kv_dtype=case.kv_dtype or "auto",
                            weight_dtype=weight_dtype_of(case.weight_dtype))
-        if not engine.fit_follows_ssm_dtype:  # the reader's own (Engine.fit_follows_ssm_dtype)
-            return ""
-        return engine.request(req, engine.settings(spec, gpu, dep, req), spec, dep).ssm_dtype
+        return engine, engine.request(req, engine.settings(spec, gpu, dep, req), spec, dep)
     except KvplanError:
-        return ""
+        return None
 
 
 def case_opts(case) -> dict:

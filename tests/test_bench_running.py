@@ -86,7 +86,7 @@ def test_what_the_engine_rules_do_not_take_keeps_the_plain_estimate():
     h100 = find_gpu("h100-sxm")
     # before the modelled releases: no cap or chunk of the engine's; the plain pool, at the share of the memory
     # left free after loading that the C++ runtime pools (kvplan.bench.running.unsized; tests/test_trtllm_bench.py);
-    # its micro-batch scheduler takes the generation requests first in each step's budget (case_mixed: mixed)
+    # its micro-batch scheduler takes the generation requests first in each step's budget (unsized: mixed)
     assert running(case("trtllm", version="0.17"), LLAMA, h100) == Running(None, None, free_share=0.9, mixed=True)
     dpa = case("sglang", version="0.5.3", dp=2, flags={"enable_dp_attention": True})
     # attention-DP ranks of one engine: not sized here (no cap: the plain estimate), but SGLang's two workers run

@@ -4,21 +4,24 @@ prompts of a wave end later than a budget of prompts alone has them. Checked by 
 simulator (kvplan.simulator.engine, vLLM's v1 scheduler restated step by step)."""
 
 from dataclasses import replace
-from types import SimpleNamespace
+from pathlib import Path
 
 import pytest
 
 from kvplan import api
-from kvplan.bench.running import Running, case_mixed
+from kvplan.bench.running import running
 from kvplan.hardware.gpus import find_gpu
 from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.engine import Engine, EngineConfig
 from kvplan.simulator.workload import SimRequest
 from kvplan.sources.catalog import find_in_catalog
+from kvplan.speed.corpus import read_corpus
+from kvplan.speed.fit import _gpu, _spec
 from kvplan.speed.load import Load, combos, first_wave, value
 from kvplan.speed.wave import shared_wave
 
 S = 0.01  # seconds a step
+CORPUS = Path(__file__).resolve().parent / "fixtures" / "speed"
 
 
 def test_the_decodes_take_the_budget_first_by_hand():
@@ -57,10 +60,20 @@ def test_the_shared_wave_follows_the_simulated_scheduler(n, isl, osl, chunk):
     assert alone < 0.87 * sim and abs(shared / sim - 1) < 0.03
 
 
-def test_which_engines_share_the_budget():
-    case = SimpleNamespace
-    assert case_mixed(case(engine="vllm"), Running(64, 8192))
-    assert case_mixed(case(engine="trtllm"), Running(64, 8192))
-    assert not case_mixed(case(engine="sglang"), Running(64, 8192))  # prefill batches apart from decode batches
-    assert not case_mixed(case(engine="vllm"), Running(64, 163840, packed=True))  # V0 on MLA: prefill-only steps
-    assert not case_mixed(case(engine="vllm"), Running(64, 8192, prefill_alone=True))  # V0, chunked prefill off
+@pytest.mark.parametrize(("source", "point", "mixed"), [
+    ("ai-wmx-dev-benchmarks-l4-vllm", "qwen2.5-0.5b-c1", True),  # vLLM 0.23.0, V1: the running requests first
+    # TensorRT-LLM 1.2.0rc6.post3: its micro-batch scheduler fills each step's budget with the generation requests first
+    ("aiconfigurator-silicon-sample",
+     "2026_03_25_deepseek_r1_b200_sxm_trtllm_fp8_agg_8192x1024_c4_tp8_0_ep1_0_1014", True),
+    ("etched-trtllm-benchmarks-llama31-70b", "isl128-osl128", True),  # 0.16.0, the pool not sized here: still mixed
+    ("qwen3-docs-speed-benchmark-sglang", "qwen3-0.6b-bf16-in1", False),  # SGLang: prefill batches apart from decodes
+    # vLLM 0.8.5 falling back to V0 with chunked prefill off (Qwen3-32B): _schedule_default prefills alone
+    ("mi100-llm-testing-vllm-benchmarks", "qwen3-32b-c5-v0.8.5", False),
+    # V0 (0.7.3) on DeepSeek-R1's MLA: whole prompts packed into prefill-only steps of the server's length
+    ("dstack-benchmarks-deepseek-r1-h200-mi300x", "mi300x-vllm-3200-800-c128", False),
+])
+def test_which_runs_share_the_budget(source, point, mixed):
+    # running()'s `mixed` for corpus runs, as sized() sets it from the run's engine, release and settings
+    case = next(c for c in read_corpus(CORPUS)[0] if c.source == source and c.id == point)
+    got = running(case, _spec(case.model), _gpu(case.gpu))
+    assert got is not None and got.mixed is mixed

@@ -125,8 +125,7 @@ class Running(NamedTuple):
     prefill_graph: bool = False  # its prefill steps replay a CUDA graph (case_prefill_graph)
     limit: float | None = None  # a running limit, the pool not sized here: the fit's pool binds within it (unsized)
     free_share: float = 0.0  # the share of the memory free after loading that the fit's pool takes (unsized)
-    mixed: bool = False  # the step budget takes the running decodes before waiting prompts (case_mixed)
-    prefill_alone: bool = False  # vLLM's V0 without chunked prefill: a step that prefills decodes no one (case_mixed)
+    mixed: bool = False  # the step budget takes the running decodes before waiting prompts (sized, shares_budget)
 
 
 def case_waves(case, spec=None, v1: bool | None = None) -> bool:
@@ -182,15 +181,6 @@ def case_lock_mixed(case) -> bool:
     return lockstep_mixed(case.engine, mixed_chunk(case.engine, case.flags))
 
 
-def case_mixed(case, got: Running) -> bool:
-    """Whether the case's engine fills each step's budget with its running requests' decode tokens first and its
-    waiting prompts' chunks with the rest (kvplan.engines.scheduler.shares_budget), where its prefill steps carry
-    decodes at all: not where whole prompts are packed into prefill-only steps (`packed`, vLLM's V0 on MLA), a V0
-    run without chunked prefill schedules no decode beside a prefill (`prefill_alone`) or prefill batches run apart
-    (`waves`)."""
-    return shares_budget(case.engine) and not (got.packed or got.prefill_alone or got.waves)
-
-
 def case_balance(case) -> tuple[int, int] | None:
     """(timeout_iters, batching_wait_iters) where the case's engine, with the flags it ran, holds context requests
     until every attention-DP rank has one (kvplan.engines.scheduler.balance_iters; kvplan.speed.balance), else None."""
@@ -211,8 +201,6 @@ def running(case, spec, gpu) -> Running | None:
     dtype (`case_ssm_dtype`) and when a request joins its running batch (kvplan.engines.joining.joins_after_prefill)
     wherever they apply, sized or not (scheduler rules and the pool's type, not memory)."""
     got, held, poll = sized(case, spec, gpu), case_balance(case), case_poll_wait(case)
-    if got is not None and case_mixed(case, got):
-        got = got._replace(mixed=True)
     ssm, late, lock = case_ssm_dtype(case, spec, gpu), joins_after_prefill(case.engine), case_lockstep(case, spec)
     graph = case_prefill_graph(case, spec, gpu)
     if lock > 1:  # lockstep workers, sized or not: how their steps pace each other is the scheduler's
@@ -318,14 +306,12 @@ def sized(case, spec, gpu) -> Running | None:
     held = next(x for x in (cap.admitted, cap.resident, cap.max_concurrency) if x is not None) / case.pp
     if held < 1:  # not one request fits: kvplan's view of the checkpoint is not what ran (the plain estimate)
         return None
-    if tool is not None:
-        default = tool[0]
+    default = tool[0] if tool is not None else default
     limit = min(x for x in (case.max_seqs, default, float("inf")) if x)  # a running limit the run stated binds
     if limit == float("inf") or not chunk:
         return None
     bound = budget_bound(case.engine, chunk, load.isl, load.osl)  # what its step budget keeps fed, where it mixes
-    if bound is not None:
-        limit = min(limit, bound)
+    limit = limit if bound is None else min(limit, bound)
     cap, redo = float(min(held, limit)), 0.0
     n = cohort_size(case, limit)
     if n is not None and preempts_on_growth(case.engine):  # equal lengths run together: their cycle at the pool's edge
@@ -333,8 +319,10 @@ def sized(case, spec, gpu) -> Running | None:
         cap = min(cap, mean) if redo else cap  # (n, 0): nothing preempted, the cap as it was
     v1 = getattr(st, "v1", None)  # vLLM's engine for this run (None: another engine's settings)
     whole = case_packed(case, spec, opts, v1)  # V0's budget is the server's length, not the resident one priced here
-    return Running(cap, whole or chunk, case_waves(case, spec, v1), recompute=redo, packed=bool(whole),
-                   prefill_alone=v1 is False and not st.v0_chunked)  # V0's _schedule_default: PREFILL_FIRST_BEFORE
+    waves = case_waves(case, spec, v1)
+    # decodes first in the step budget (shares_budget), not in V0's packed or unchunked prefill steps, nor in waves
+    return Running(cap, whole or chunk, waves, recompute=redo, packed=bool(whole),
+                   mixed=shares_budget(case.engine) and not (whole or waves or (v1 is False and not st.v0_chunked)))
 
 
 def unsized(case, tool: tuple[int, int] | None) -> Running | None:
@@ -345,7 +333,8 @@ def unsized(case, tool: tuple[int, int] | None) -> Running | None:
     if case.era != ENGINE_BUILT[0]:
         return None
     share = float(case_opts(case).get("free_gpu_memory_fraction") or FREE_SHARE)
-    return Running(None, None, limit=float(tool[0]) if tool else None, free_share=share)
+    return Running(None, None, limit=float(tool[0]) if tool else None, free_share=share,
+                   mixed=shares_budget(case.engine))  # its step budget takes the running decodes first
 
 
 def cohort_size(case, limit: float) -> float | None:

@@ -27,9 +27,9 @@ def test_post_capture_kv_sizing_is_said_off_where_the_release_has_it():
     plan, said = _said("llama-3.1-8b", H100, 1, "0.5.16")
     assert "post-capture KV sizing (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING) assumed off" in said
     assert "post-capture" not in _said("llama-3.1-8b", H100, 1, "0.5.15")[1]
-    # off, SGLang's pool is the one sized before capture: the same #tokens the plan had without the note
-    assert plan.kv_cache_tokens == resolve_engine("sglang", "0.5.16").result(
-        find_in_catalog("llama-3.1-8b"), H100, Deployment(1), Request(8192)).capacity.tokens
+    # off, SGLang's pool is the one sized before capture: max_total_num_tokens = rest // cell, the cell from the
+    # config (Llama-3.1-8B: 32 layers x 8 KV heads x 128 x (K + V) x 2 B = 131,072 B a token), nothing held back
+    assert plan.kv_cache_tokens == plan.kv_memory_bytes_per_gpu // (32 * 8 * 128 * 2 * 2)
     # an MLA model never takes the path (post_capture_kv_sizing_planned: `not use_mla_backend`), nor DP attention
     assert "post-capture" not in _said("deepseek-v3", H200, 8, "0.5.23")[1]
     llama = find_in_catalog("llama-3.1-8b")
@@ -65,8 +65,9 @@ def test_fusion_is_said_where_sglang_turns_it_on(model, gpu, tp, version, on):
 
 def test_the_fusion_note_leaves_the_pool_as_it_is():
     # the workspace is created by the graph runners' warm-up, after the pool (0.5.23 base_runner.py L329-333): the
-    # note says so, and the #tokens are the pool's own
+    # note says so, and the #tokens are the pool's own, rest // cell with no workspace taken: DeepSeek-V3's MLA cell
+    # from its config, (kv_lora_rank 512 + qk_rope_head_dim 64) x 2 B x 61 layers = 70,272 B a token on every rank
     plan, said = _said("deepseek-v3", H200, 8, "0.5.23")
     assert "SGLang 0.5.23 turns FlashInfer's all-reduce fusion on for DeepseekV3ForCausalLM" in said
     assert "not priced (the #tokens do not move)" in said
-    assert plan.kv_cache_tokens > 0
+    assert plan.kv_cache_tokens == plan.kv_memory_bytes_per_gpu // ((512 + 64) * 2 * 61)

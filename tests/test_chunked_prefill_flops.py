@@ -81,6 +81,20 @@ def test_the_chunk_is_the_configs_mamba_chunk_size_then_chunk_size_then_the_clas
     assert recurrent_flops(both[:1]) == 256 * (65_536 + 32_768) + 8 * 131_072
 
 
+@pytest.mark.parametrize("fixture, default", [
+    # each transformers class's default where the config sets neither key (transformers 5.25.0 wheel):
+    ("nemotron-3-nano-30b-a3b.json", 128),  # NemotronHConfig `chunk_size: int = 128` (L130)
+    ("granite-4.0-h-small.json", 256),  # GraniteMoeHybridConfig `mamba_chunk_size: int | None = 256` (L102)
+    ("falcon-h1-7b.json", 256),  # FalconH1Config `mamba_chunk_size: int | None = 256` (L84)
+    ("mamba-codestral-7b.json", 256),  # Mamba2Config `chunk_size: int = 256` (L87)
+])
+def test_a_config_without_a_chunk_takes_its_classs_default(fixture, default):
+    cfg = {k: v for k, v in json.loads((FAMILIES / fixture).read_text()).items()
+           if k not in ("mamba_chunk_size", "chunk_size")}
+    assert {s.chunk for s in recurrent_states(spec_from_config(cfg, "m")[0].layers) if s.variant == "mamba2"} == \
+        {default}
+
+
 def test_falcon_h1_mixer_beside_its_attention():
     spec = spec_of(REPO / "scripts" / "catalog_extra" / "tiiuae__Falcon-H1-0.5B-Instruct.json")
     mixers = recurrent_states(spec.layers)

@@ -108,11 +108,18 @@ def mamba2_dims(cfg, hidden: int) -> tuple[int, int, int, int, int]:
     return heads, head_dim, state, groups, kernel
 
 
-def mamba_chunk(cfg, default: int) -> int:
+# The chunk a Mamba-2 mixer's scan runs at where a config sets neither key: its transformers config class's default, by
+# the model_types whose readers build a Mamba-2 mixer (the transformers 5.25.0 wheel, models/*/configuration_*.py:
+# Mamba2Config `chunk_size: int = 256` L87, NemotronHConfig `chunk_size: int = 128` L130 with `mamba_chunk_size` read
+# into it L167, GraniteMoeHybridConfig `mamba_chunk_size: int | None = 256` L102, FalconH1Config's the same L84)
+CHUNK_DEFAULTS = {"mamba2": 256, "nemotron_h": 128, "granitemoehybrid": 256, "falcon_h1": 256}
+
+
+def mamba_chunk(cfg) -> int:
     """The chunk length a Mamba-2 mixer's chunked scan runs at: the config's `mamba_chunk_size`, else its `chunk_size`,
-    as vLLM's ModelConfig.get_mamba_chunk_size reads them (vllm/config/model.py), else `default`, the transformers
-    class's (NemotronHConfig 128; Mamba2Config, GraniteMoeHybridConfig, FalconH1Config 256)."""
-    return cfg.int("mamba_chunk_size", "chunk_size", default=default, limit="window")
+    as vLLM's ModelConfig.get_mamba_chunk_size reads them (vllm/config/model.py), else its transformers class's default
+    (CHUNK_DEFAULTS); a config of another model_type that sets neither is refused as missing the key."""
+    return cfg.int("mamba_chunk_size", "chunk_size", default=CHUNK_DEFAULTS.get(cfg.raw("model_type")), limit="window")
 
 
 def mamba_state(cfg, g: dict) -> RecurrentState:
@@ -126,11 +133,10 @@ def mamba_state(cfg, g: dict) -> RecurrentState:
     if cfg.has("mamba_num_heads", "mamba_n_heads"):
         heads, head_dim, state, groups, kernel = mamba2_dims(cfg, g["hidden"])
         inner = heads * head_dim
-        default = 128 if cfg.raw("model_type") == "nemotron_h" else 256  # NemotronHConfig's, GraniteMoeHybridConfig's
         return RecurrentState((kernel - 1) * (inner + 2 * groups * state), heads * head_dim * state, heads, "mamba2",
                               groups, (kernel - 1) * 2 * groups * state, ssm_cache_dtype(cfg),
                               ssm_dtype_default=cfg.raw("mamba_ssm_cache_dtype") is None and bool(ssm_cache_dtype(cfg)),
-                              key_head_dim=state, value_head_dim=head_dim, chunk=mamba_chunk(cfg, default))
+                              key_head_dim=state, value_head_dim=head_dim, chunk=mamba_chunk(cfg))
     inner = cfg.int("mamba_expand", default=2) * g["hidden"]
     state = cfg.int("mamba_d_state", "ssm_state_size", default=16)
     kernel = cfg.int("mamba_d_conv", "conv_kernel", default=4)

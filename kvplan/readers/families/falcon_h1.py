@@ -71,6 +71,6 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
     inner, heads, head_dim, state, groups, kernel = mixer
     ssm = RecurrentState((kernel - 1) * (inner + 2 * groups * state), heads * head_dim * state, heads, "mamba2",
                          groups, (kernel - 1) * 2 * groups * state, key_head_dim=state, value_head_dim=head_dim,
-                         chunk=mamba_chunk(cfg, 256))
+                         chunk=mamba_chunk(cfg))
     layer = ParallelHybrid(FullAttention(g["kv_heads"], g["head_dim"]), ssm)
     return g, [layer] * n, _params(cfg, g, n, mixer)

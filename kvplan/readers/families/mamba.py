@@ -49,7 +49,7 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
         conv_dim = inner + 2 * groups * state
         layer = RecurrentState((kernel - 1) * conv_dim, heads * head_dim * state, heads, "mamba2",
                                groups, (kernel - 1) * 2 * groups * state, key_head_dim=state, value_head_dim=head_dim,
-                               chunk=mamba_chunk(cfg, 256))
+                               chunk=mamba_chunk(cfg))
         linear = hidden * (2 * inner + 2 * groups * state + heads) + inner * hidden
         small = conv_dim * (kernel + 1) + 3 * heads + inner  # conv w + b, dt_bias, A_log, D, gated norm
         tied_default = False

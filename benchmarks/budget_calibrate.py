@@ -16,11 +16,11 @@ def _cudagraph_row(rec: dict, model, printed: float, tp: int, pp: int, max_seqs:
     from kvplan.core.dtypes import canonical_weight_dtype
     from kvplan.engines.vllm import cudagraphs as vllm_cudagraphs
     from kvplan.engines.vllm import overhead as vllm_overhead
-    from kvplan.engines.vllm.engine import Vllm
-    from kvplan.planning.deploy import Deployment, stage_ranges
+    from kvplan.planning.deploy import split_layers
 
-    # the stages as the release cuts them, as its plan does (kvplan.engines.stage_split; every record here is 0.8.0+)
-    layers = max(b - a for a, b in stage_ranges(model, Vllm(rec["version"]).own_stages(model, Deployment(tp, pp))))
+    # the stages as the release cuts them: calibrate() passes 0.8.0+ records only, and from 0.8.0 vLLM's own cut
+    # (kvplan.engines.stage_split.CUTS) is split_layers' default, so no engine is built per record for it
+    layers = max(b - a for a, b in split_layers(model.num_layers, pp))
     piecewise, full = vllm_overhead.cudagraph_counts(model, max_seqs)
     further = max(0, len(piecewise) - 1) + max(0, len(full) - 1)
     wd = canonical_weight_dtype(rec["weights"]) if rec.get("weights") else None

@@ -69,7 +69,6 @@ def refill_delay(b: float, n: float, isl: float, osl: float, chunk: int) -> tupl
     return (d + m1) / k * (1 - mean_r), (tokens - m1) * (1 - mean_r), 0.0
 
 
-
 @lru_cache(maxsize=4096)
 def shared_wave(b: float, isl: float, osl: float, chunk: int) -> float:
     """How much later a first-wave prompt ends, on average, where each step's budget of `chunk` tokens goes to the

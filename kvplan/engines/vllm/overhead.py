@@ -220,7 +220,8 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
     MXFP4 kernels and the all-reduce workspace). The last pipeline stage runs the sampler: it is the one modelled.
     """
     v = parse_version(st.version)
-    layers = max(b - a for a, b in stage_ranges(model, dep))
+    ranges = stage_ranges(model, dep)
+    layers = max(b - a for a, b in ranges)
     gpu = getattr(st, "gpu", None)
     named = getattr(st, "mxfp4_backend", None)  # the MXFP4 kernel a log or the user names (kvplan.engines.vllm.mxfp4)
     wd = getattr(st, "weight_dtype", None)
@@ -239,8 +240,8 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
             "weights_repack": (weights_repack_extra(model, dep.tp, gpu, named, v)
                                + nvfp4_scale_padding(model, dep.tp, gpu)
                                + rope_table_bytes(model) + allocator_rounding(model, dep, st)
-                               + v0_mla.absorbed_bytes(model, dep.tp, v, wd, stage_ranges(model, dep))
-                               + gdn_ba.extra_bytes(model, dep.tp, v, gpu, wd, stage_ranges(model, dep))
+                               + v0_mla.absorbed_bytes(model, dep.tp, v, wd, ranges)
+                               + gdn_ba.extra_bytes(model, dep.tp, v, gpu, wd, ranges)
                                + fp8_blocks.refined_scale_bytes(model, dep, v)
                                + fp8_linear.partial_scale_bytes(model, dep, v)
                                + marlin_moe_pad.padded_bytes(model, dep, v, gpu)

@@ -37,7 +37,7 @@ from kvplan.speed.fields import (GRAPHS_OFF, arrival_of, backend_of, bool_flags_
 from kvplan.speed.frontend import endpoint_of
 from kvplan.speed.load import Load
 from kvplan.speed.pergpu import check as per_gpu_total_check, output_rate as per_gpu_total_output
-from kvplan.speed.figures import drawn_lengths, generated, length_of, median_gap, output_cv2, targets
+from kvplan.speed.figures import drawn_lengths, generated, length_of, median_gap, medians, output_cv2, targets
 
 ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp")
 DEFAULT_MAX_SEQS = {"vllm": 256, "sglang": 4096, "trtllm": 2048, "llama.cpp": 1}  # a cap; KV room binds first
@@ -222,7 +222,7 @@ def case_of(p: dict, source: str, date: str) -> tuple[Case | None, str]:
                     arrival_cv2=arrival_of(p.get("arrival")), drawn=drawn_lengths(p) or bool(made),
                     out_cv2=output_cv2(p, made),
                     fixed=bool(p.get("isl") and p.get("osl") and not made), median_gap=median_gap(metrics),
-                    served=served(engine, p), endpoint=endpoint_of(p))
+                    medians=medians(metrics), served=served(engine, p), endpoint=endpoint_of(p))
     limit = _int(next((flags[k] for k in RUNNING if flags.get(k)), None), 0) or None
     if dp > 1 and _on(flags, DP_ATTENTION.get(engine)):  # the deployment's figures
         tp, ep = max(1, tp // dp), max(ep, tp)  # the attention replica's tp; the MoE over every rank

@@ -2,10 +2,10 @@
 
 Figures: each metric in seconds or tokens/s, the mean where stated, else the median or the one value (`targets`),
 a run's mean ITL compared as its TPOT where it printed both and the ITL is not the longer; a TPOT figure that is only
-a median gap flagged (`median_gap`). Lengths: a side's tokens a request from the fixed length, a drawn distribution's
-totals or mean, a random range's mean, or the throughput ratio (`length_of`); whether outputs are drawn
-(`drawn_lengths`), their spread (`output_cv2`), and the mean a run generated where its requests stopped short of the
-stated osl (`generated`).
+a median gap flagged (`median_gap`), a TTFT or E2E figure that is only a median named (`medians`). Lengths: a side's
+tokens a request from the fixed length, a drawn distribution's totals or mean, a random range's mean, or the
+throughput ratio (`length_of`); whether outputs are drawn (`drawn_lengths`), their spread (`output_cv2`), and the mean
+a run generated where its requests stopped short of the stated osl (`generated`).
 """
 
 from __future__ import annotations
@@ -81,6 +81,19 @@ def median_gap(metrics: dict) -> bool:
             return (isinstance(v, dict) and v.get("mean") is None and v.get("value") is None
                     and v.get("median") is not None)
     return False
+
+
+def medians(metrics: dict) -> frozenset:
+    """The latency figures (ttft, e2el) `targets` reads as a median: stated with a median and neither a mean nor a
+    value (InferenceX's rows, median TTFT and E2E; sglang.bench_serving's late-2024 JSONL, median_ttft_ms; a blog's
+    p50), whose request kvplan.speed.stated prices from the load's schedule."""
+    out = set()
+    for name in ("ttft", "e2el"):
+        for unit in ("ms", "ns"):
+            v = metrics.get(f"{name}_{unit}")
+            if isinstance(v, dict) and v.get("mean") is None and v.get("value") is None and v.get("median") is not None:
+                out.add(name)
+    return frozenset(out)
 
 
 def length_of(p: dict, side: str, metrics: dict) -> float | None:

@@ -35,6 +35,7 @@ from kvplan.speed.compute_dtype import read_flops
 from kvplan.speed.shape import shape_for, weight_dtype_of
 from kvplan.speed.compute_dtype import stated_dtype
 from kvplan.speed.ssm_dtype import as_stated, in_dtype
+from kvplan.speed.stated import stated
 from kvplan.speed.ggml import MMVQ_MAX, materializes_scores, score_bytes_per_flop
 from kvplan.speed.terms import TERMS, Shape, bound, path_at, roofline_of
 
@@ -151,6 +152,7 @@ class Built:
             return None, decode_features(s, 1, load.depth), None, combos(load)[2]
         prev = prev or {}
         b, g, cm = combos(load, prev.get("e2el"), prev.get("service"), prev.get("rho_cap"), prev.get("outside"))
+        cm = stated(load, b, g, cm)  # a median figure's request, where the source states only the median
         return (prefill_features(s, load.isl, batch=b, chunk=load.chunk), decode_features(s, b, decode_context(load)),
                 prefill_features(s, load.isl, batch=g, chunk=load.chunk), cm)
 

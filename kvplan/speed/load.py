@@ -149,7 +149,7 @@ from kvplan.speed.balance import held_back
 from kvplan.speed.lockstep import lockstep_cycle
 from kvplan.speed.model import PREFILL_CHUNK
 from kvplan.speed.queueing import arrival_wait, missed_step, overload_wait
-from kvplan.speed.wave import refill_delay, shared_wave, wave_decode
+from kvplan.speed.wave import prompts_a_step, refill_delay, shared_wave, wave_decode
 
 RATE_METRICS = ("output_throughput", "request_throughput", "total_throughput", "pp_tok_s", "tg_tok_s")
 
@@ -178,6 +178,7 @@ class Load:
     lockstep: int = 1  # data-parallel workers whose forwards run together (kvplan.engines.scheduler.lockstep_workers)
     lock_mixed: bool = False  # their prefill chunks ride in decode steps (kvplan.engines.scheduler.lockstep_mixed)
     median_gap: bool = False  # the TPOT figure is the median gap between tokens (kvplan.speed.figures.median_gap)
+    medians: frozenset = frozenset()  # the ttft / e2el figures stated as medians only (kvplan.speed.figures.medians)
     served: bool = True  # requests cross the engine's HTTP front end (not an in-process harness): frontend.py
     endpoint: str | None = None  # the API a served run's requests hit, as stated: chat | completions (None: not stated)
     templated: bool = True  # the front end renders the prompt with its Python chat template and tokenizer
@@ -284,11 +285,7 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
     if load.lockstep > 1 and not burst:
         t = lockstep_cycle(b, g, load.isl, osl, load.chunk, load.lockstep, load.lock_mixed)
     first = first_wave(load, b)  # a wave request's first token: the end of the step its prompt ends in
-    steps, held = max(1.0, -(-g * load.isl // load.chunk)), held_back(load.dp, load.balance, b, osl)  # held: balancing
-    turn = missed_step(b, g, steps) if replaces(load, burst) else (0.0, 0.0)  # the step a replacement missed
-    # a later request's waits before its prefill (the poll's too; TTFT and E2E alike), its prefill (waves: the first)
-    before, own = held + poll_steps(load, burst) + turn[0], first if in_waves(load) else (0.0, steps, 1.0)
-    staggered = (own[0], own[1] + before, own[2] + turn[1])
+    staggered, before, turn = later_request(load, b, g, burst)
     if burst:  # n requests at once: B start, each later one when a slot frees, one every T
         wait = (c - b) ** 2 / (2 * c)  # the mean over all n of max(0, j - B) x T
         share = b / c
@@ -327,6 +324,15 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
     }
 
 
+def later_request(load: Load, b: float, g: float, burst: bool) -> tuple[tuple, float, tuple]:
+    """(a later request's TTFT before any queue as (a, b, e), `before`, `turn`): its waits before its prefill in t_dec
+    steps (balancing's, the poll's, the missed step's), the missed step, its prefill (its group's; waves: the first)."""
+    steps, held = max(1.0, -(-g * load.isl // load.chunk)), held_back(load.dp, load.balance, b, max(1.0, load.osl))
+    turn = missed_step(b, g, steps) if replaces(load, burst) else (0.0, 0.0)  # the step a replacement missed
+    before, own = held + poll_steps(load, burst) + turn[0], first_wave(load, b) if in_waves(load) else (0.0, steps, 1.0)
+    return (own[0], own[1] + before, own[2] + turn[1]), before, turn
+
+
 def first_wave(load: Load, b: float) -> tuple[float, float, float]:
     """A first-wave request's mean TTFT as (a, b, e) of t_wave, t_dec, t_grp: its first token comes at the end of the
     prefill step its prompt ends in (a step is one forward; its first tokens leave after it), q = chunk // isl whole
@@ -334,7 +340,7 @@ def first_wave(load: Load, b: float) -> tuple[float, float, float]:
     over K = ceil(B / q) steps the mean is 1 - q (K - 1) / 2B: (B + 1) / 2B at q = 1, (K + 1) / 2K where q divides B,
     t_wave itself for a wave of one step; where the engine's step budget takes the running decodes first (`mixed`),
     times `shared_wave`'s ratio of the mean step a prompt ends in, its steps each costing t_wave / K as before."""
-    q = max(1.0, load.chunk // max(1.0, load.isl)) if load.isl < load.chunk else 1.0
+    q = prompts_a_step(load.isl, load.chunk)
     later = shared_wave(b, load.isl, load.osl, load.chunk) if load.mixed else 1.0
     return later * (1.0 - q * (max(1.0, -(-b // q)) - 1) / (2 * b)), 0.0, 0.0
 

@@ -59,14 +59,24 @@ def refill_delay(b: float, n: float, isl: float, osl: float, chunk: int) -> tupl
     turn) starts F1 (1 - r / B) later. F1 = the first request's E2E: its prompt's d wave steps (`ends_apart`: 1
     where prompts share a step), m1 = min(L, K - d) tokens in the wave's later steps, the rest at t_dec. Returns
     (a, b, e) of that mean delay."""
-    k, tokens = wave_steps(b, isl, osl, chunk)
-    d = ends_apart(b, k)  # the first prompt ends in step d (1 where prompts share steps)
-    m1 = min(tokens, k - d)
     later = n - b
     q = int(later // b)
     s = later - q * b
     mean_r = (q * b * (b + 1) / 2 + s * (s + 1) / 2) / (b * later)
-    return (d + m1) / k * (1 - mean_r), (tokens - m1) * (1 - mean_r), 0.0
+    return tuple(x * (1 - mean_r) for x in first_finish(b, isl, osl, chunk))
+
+
+def prompts_a_step(isl: float, chunk: int) -> float:
+    """q: the whole prompts of `isl` tokens one first-wave prefill step of `chunk` tokens ends (load.first_wave)."""
+    return max(1.0, chunk // max(1.0, isl)) if isl < chunk else 1.0
+
+
+def first_finish(b: float, isl: float, osl: float, chunk: int) -> tuple[float, float, float]:
+    """F1, the burst's first request's E2E as (a, b, e) of t_wave, t_dec, t_grp (refill_delay)."""
+    k, tokens = wave_steps(b, isl, osl, chunk)
+    d = ends_apart(b, k)  # the first prompt ends in step d (1 where prompts share steps)
+    m1 = min(tokens, k - d)
+    return (d + m1) / k, tokens - m1, 0.0
 
 
 @lru_cache(maxsize=4096)

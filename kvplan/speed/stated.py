@@ -1,0 +1,111 @@
+"""The statistic a latency figure states, priced from the load's own schedule: where a source gives only the median
+TTFT or E2E (kvplan.speed.figures.medians), the median request's, not the mean kvplan.speed.load.combos prices.
+
+The clients take a median over the requests: np.median of one TTFT a request (vLLM's benchmark_serving and SGLang's
+bench_serving, `calculate_metrics`: median_ttft_ms = np.median(ttfts), median_e2e_latency_ms likewise:
+vllm-project/vllm@0049e29c41fd383bda519a3f250e3227713081ef:benchmarks/benchmark_serving.py,
+sgl-project/sglang@0033168f0f58b2bc05aa0273bd475d9c01bafb1c:python/sglang/bench_serving.py), the middle request or
+the mean of the two middle ones. The load's schedule already orders a replica's requests, so the median request's
+figure follows from it with no new coefficient:
+
+  burst of n          in turn j = 1..n (first come, first served: the j-th's TTFT the j-th smallest, assumed): the
+                      first wave's B prompts end in step ceil(j / q) of K = ceil(B / q), q whole prompts a step
+                      (kvplan.speed.wave.prompts_a_step), TTFT ceil(j / q) / K x t_wave (their mean is first_wave's),
+                      times first_wave's `shared_wave` ratio where the step budget takes the decodes first (`mixed`);
+                      a later one (j > B) waits (j - B) x T for a slot, then its group's prefill (the staggered TTFT),
+                      and, every request the same lengths, F1 (1 - r / B) longer, r = 1..B its turn among the slots
+                      (kvplan.speed.wave.refill_delay); its E2E that wait, B x T and its waits before its prefill. A
+                      median inside the first wave takes the wave's mean E2E (its requests share their decode steps)
+  closed loop of n    the first wave's B and n - B staggered requests of one TTFT (a SGLang wave's spread as the first
+                      wave's), the staggered sorted below the wave's (a group's prefill is about the wave's first
+                      step): the staggered TTFT where they are more than half, else the wave request's in the middle;
+                      E2E c x T for every request, the staggered ones' waits before their prefill on top
+  open loop           the mean: its arrival wait (kvplan.speed.queueing) is a queue's mean, whose median the schedule
+                      does not give; p99 and other percentiles are never read (kvplan.speed.figures.targets)
+"""
+
+from __future__ import annotations
+
+import math
+
+from kvplan.speed.load import Load, at_rate, batch_and_mode, busy, first_wave, in_waves, later_request
+from kvplan.speed.wave import first_finish, prompts_a_step, shared_wave, wave_decode
+
+
+def stated(load: Load, b: float, g: float, cm: dict) -> dict:
+    """`cm` (combos' {metric: combo}) with its ttft and e2el combos the median request's where the load's figure is a
+    median (`Load.medians`), a burst's or a closed loop's (module docstring); as given elsewhere."""
+    names = load.medians & {"ttft", "e2el"}
+    if not names or at_rate(load) or load.bench != "serve":
+        return cm
+    _, c, burst = batch_and_mode(load, None)
+    wb = max(1, round(b))
+    staggered, before, turn = later_request(load, b, g, burst)
+    first = first_wave(load, b)
+    waits = (0.0, before, turn[1])  # a staggered request's waits before its prefill, in its E2E
+
+    q = prompts_a_step(load.isl, load.chunk)
+    later = shared_wave(b, load.isl, load.osl, load.chunk) if load.mixed else 1.0  # first_wave's budget share
+
+    def wave(j: int) -> tuple:  # the first wave's j-th request's TTFT
+        return later * math.ceil(j / q) / max(1.0, math.ceil(wb / q)), 0.0, 0.0
+
+    if burst:
+        at = _burst(load, b, c, wave, staggered, waits, first)
+        n, w = max(1, round(c)), wb
+    else:
+        n, w, at = _closed(load, b, wb, cm, wave, staggered, waits, first)
+    out = dict(cm)
+    for name in names:
+        out[name] = (*_median(n, lambda i: at(name, i, w)), 0.0)
+    return out
+
+
+def _burst(load: Load, b: float, c: float, wave, staggered: tuple, waits: tuple, first: tuple):
+    """at(metric, i, w): the burst's i-th request's TTFT or E2E (module docstring)."""
+    osl = max(1.0, load.osl)
+    t = ((1.0 + load.recompute) / b, osl / b, 0.0)  # T, combos' in a burst (no lockstep there)
+    f1 = first_finish(b, load.isl, osl, load.chunk) if load.fixed and c > b else (0.0, 0.0, 0.0)
+    wave_e2e = _add(first, wave_decode(b, load.isl, osl, load.chunk))
+
+    def at(name: str, i: int, w: int) -> tuple:
+        if i <= w:
+            return wave(i) if name == "ttft" else wave_e2e
+        r = (i - w - 1) % w + 1
+        own = staggered if name == "ttft" else _add(_scale(t, w), waits)
+        return _add(_add(own, _scale(t, i - w)), _scale(f1, 1 - r / w))
+
+    return at
+
+
+def _closed(load: Load, b: float, wb: int, cm: dict, wave, staggered: tuple, waits: tuple, first: tuple):
+    """(n, w, at): a closed loop's requests a replica, the first wave's, and at(metric, i, w) (module docstring)."""
+    share = (min(1.0, b * busy(load) / load.num_prompts) if load.num_prompts else 0.0) if load.concurrency else 1.0
+    n = max(1, round(load.num_prompts / busy(load))) if load.num_prompts else wb
+    w = min(n, wb) if share > 0 else 0
+    if in_waves(load):  # a later wave's requests spread over its steps as the first's
+        staggered = _add(staggered, _add(_median(wb, wave), _scale(first, -1)))
+    base = {"ttft": _add(cm["ttft"][:3], _scale(_add(_scale(first, share), _scale(staggered, 1 - share)), -1)),
+            "e2el": _add(cm["e2el"][:3], _scale(waits, share - 1))}  # the part every request carries
+
+    def at(name: str, i: int, w: int) -> tuple:
+        if name == "ttft":  # the staggered sorted first
+            return _add(base[name], staggered if i <= n - w else wave(i - (n - w)))
+        return _add(base[name], waits if i > w else (0.0, 0.0, 0.0))  # the staggered sorted last
+
+    return n, w, at
+
+
+def _median(n: int, at) -> tuple:
+    """np.median over requests 1..n of at(i), ordered: the middle one, or the mean of the two middle ones."""
+    if n % 2:
+        return at((n + 1) // 2)
+    return _scale(_add(at(n // 2), at(n // 2 + 1)), 0.5)
+
+
+def _add(x: tuple, y: tuple) -> tuple:
+    return tuple(a + b for a, b in zip(x, y))
+
+
+def _scale(x: tuple, k: float) -> tuple:
+    return tuple(a * k for a in x)

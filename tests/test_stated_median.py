@@ -86,3 +86,14 @@ def test_an_open_loop_keeps_the_mean():
     load = Load(isl=1000, osl=100, rate=2.0, num_prompts=100, served=False)
     cm, med = _both(load)
     assert med == cm
+
+
+def test_a_closed_loop_in_waves_takes_the_median_of_each_wave_spread():
+    # Concurrency 3, 30 requests of 1,000-token prompts run as waves (`waves`), chunk 2,048: q = 2 whole prompts a
+    # step, K = ceil(3 / 2) = 2 steps, so each wave's requests' first tokens come at 0.5, 0.5 and 1 t_wave: the mean
+    # 2/3 t_wave (first_wave's 1 - q (K - 1) / 2B = 1 - 2 / 6), the median of 30 such requests 0.5 t_wave (the
+    # review's case: the median was 0.65 while the wave's spread was added before the common part was taken out).
+    load = Load(isl=1000, osl=100, concurrency=3, num_prompts=30, chunk=2048, fixed=True, served=False, waves=True)
+    cm, med = _both(load, ("ttft",))
+    assert cm["ttft"][:3] == pytest.approx((2 / 3, 0.0, 0.0))
+    assert med["ttft"][:3] == pytest.approx((0.5, 0.0, 0.0))

@@ -83,10 +83,10 @@ def _closed(load: Load, b: float, wb: int, cm: dict, wave, staggered: tuple, wai
     share = (min(1.0, b * busy(load) / load.num_prompts) if load.num_prompts else 0.0) if load.concurrency else 1.0
     n = max(1, round(load.num_prompts / busy(load))) if load.num_prompts else wb
     w = min(n, wb) if share > 0 else 0
-    if in_waves(load):  # a later wave's requests spread over its steps as the first's
-        staggered = _add(staggered, _add(_median(wb, wave), _scale(first, -1)))
     base = {"ttft": _add(cm["ttft"][:3], _scale(_add(_scale(first, share), _scale(staggered, 1 - share)), -1)),
-            "e2el": _add(cm["e2el"][:3], _scale(waits, share - 1))}  # the part every request carries
+            "e2el": _add(cm["e2el"][:3], _scale(waits, share - 1))}  # the part every request carries (as combos')
+    if in_waves(load):  # a later wave's requests spread over its steps as the first's (after `base`, as combos')
+        staggered = _add(staggered, _add(_median(wb, wave), _scale(first, -1)))
 
     def at(name: str, i: int, w: int) -> tuple:
         if name == "ttft":  # the staggered sorted first

@@ -68,7 +68,7 @@ def refill_delay(b: float, n: float, isl: float, osl: float, chunk: int) -> tupl
 
 def prompts_a_step(isl: float, chunk: int) -> float:
     """q: the whole prompts of `isl` tokens one first-wave prefill step of `chunk` tokens ends (load.first_wave)."""
-    return max(1.0, chunk // max(1.0, isl)) if isl < chunk else 1.0
+    return max(1.0, chunk // max(1.0, isl))  # 1 where a prompt fills a chunk or more
 
 
 def first_finish(b: float, isl: float, osl: float, chunk: int) -> tuple[float, float, float]:

@@ -49,8 +49,8 @@ FAMILIES = Path(__file__).parent / "fixtures" / "families"
 NEMOTRON_H = CONFIGS / "nvidia__Nemotron-H-56B-Base-8K.json"
 
 
-def spec_of(path: Path, name: str = "m"):
-    return spec_from_config(json.loads(path.read_text()), name)[0]
+def spec_of(path: Path):
+    return spec_from_config(json.loads(path.read_text()), "m")[0]
 
 
 def nemotron_h_config() -> dict:

@@ -4,9 +4,6 @@ read), SGLang's "K size" row and its benchmark's setup, TensorRT-LLM's benchmark
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.engines import resolve_engine
 from kvplan.engines.logparse import parse_log
@@ -15,8 +12,7 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
 from kvplan.sources.catalog import find_in_catalog
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from conftest import load_script
 
 # A TensorRT-LLM (PyTorch backend) start-up excerpt in the corpus's line formats (TensorRT-LLM#6294's), its
 # command line with trtllm-serve's --tp_size / --pp_size flags (commands/serve.py get_llm_args)
@@ -56,8 +52,8 @@ def test_sglang_k_size_reads_the_releases_cut():
 
 
 def test_the_benchmarks_set_up_each_engines_cut():
-    import budget_sglang
-    import budget_trtllm
+    budget_sglang = load_script("benchmarks/budget_sglang.py", "budget_sglang")
+    budget_trtllm = load_script("benchmarks/budget_trtllm.py", "budget_trtllm")
 
     # SGLang 0.5.5, DeepSeek-V3 at pp 8: 7, 7, 7, 7, 7, 7, 7, 12 (the whole remainder, 61 - 49, on the last stage)
     rec = {"kvplan_model": "deepseek-v3", "version": "0.5.5", "tp": 8, "pp": 8}

@@ -12,6 +12,8 @@ keep the graph is kvplan.engines.sglang.prefill_graph's rule, the one its memory
 
 from __future__ import annotations
 
+import functools
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -51,9 +53,14 @@ def test_the_step_model_agrees():
         assert speed.priced(coef, speed.prefill_features(s, 1_000)) == pytest.approx(want)
 
 
-def _case(source: str, point: str):
-    cases, _ = read_corpus(CORPUS)
-    return next(c for c in cases if c.source == source and c.id == point)
+@functools.cache
+def _cases() -> tuple:
+    """The speed corpus's cases, read once (a test changes a case through dataclasses.replace, never in place)."""
+    return tuple(read_corpus(CORPUS)[0])
+
+
+def _case(source: str, point: str | None):
+    return next(c for c in _cases() if c.source == source and (point is None or c.id == point))
 
 
 @pytest.mark.parametrize(("source", "point", "graphed"), [
@@ -72,8 +79,7 @@ def _case(source: str, point: str):
     ("gpustack-perflab-glm-5.2-h200", "L269-sglang", False),
 ])
 def test_which_corpus_runs_replay_their_prefill(source, point, graphed):
-    cases, _ = read_corpus(CORPUS)
-    case = next(c for c in cases if c.source == source and (point is None or c.id == point))
+    case = _case(source, point)
     assert case_prefill_graph(case, _spec(case.model), _gpu(case.gpu)) is graphed
 
 
@@ -82,13 +88,13 @@ def test_an_unstated_release_reads_as_its_era():
     # Nemotron-H, keeps the breakable graph at 0.5.23: off in 0.5.17 only); the older era's: not told
     ultra = _case("sglang-docs-nemotron3-ultra", "nvfp4-tp4-c256")
     assert case_prefill_graph(ultra, _spec(ultra.model), _gpu(ultra.gpu)) is True
-    ultra.era = "sglang<0.5.14"
+    ultra = replace(ultra, era="sglang<0.5.14")
     assert case_prefill_graph(ultra, _spec(ultra.model), _gpu(ultra.gpu)) is False
 
 
 def test_a_stated_off_switch_is_read():
     case = _case("sglang-docs-qwen3.5-benchmarks-v0.5.16", "h200-35b-bf16-tp1-c1024")
-    case.flags = {**case.flags, "disable_piecewise_cuda_graph": True}
+    case = replace(case, flags={**case.flags, "disable_piecewise_cuda_graph": True})
     assert case_prefill_graph(case, _spec(case.model), _gpu(case.gpu)) is False
 
 

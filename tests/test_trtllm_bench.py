@@ -248,7 +248,7 @@ def test_a_pre_1_0_point_runs_its_runtime_pool_within_the_tools_batch():
 def test_a_pre_1_0_runs_stated_fraction_is_its_pool_share():
     # The 0.15 page's GH200 column: engines from trtllm-bench build, run by gptManagerBenchmark with
     # --kv_cache_free_gpu_mem_fraction 0.95. Llama 3.1 8B FP8 (KV FP8), 2048/2048: 0.95 x (usable 102,005,473,280 -
-    # 8,030,527,488 B of weights a step reads - 2 GiB) = 87,236,264,985.6 B over 65,536 x 4096 = 268,435,456 B a
+    # 8,030,527,488 B of weights a step reads - 2 GiB) = 87,236,089,036.8 B over 65,536 x 4096 = 268,435,456 B a
     # request: 324.98 requests
     case = perf_overview_015("llama31-8b-gh200-fp8-tp1-2048-2048")
     r = running(case, LLAMA, find_gpu("gh200"))

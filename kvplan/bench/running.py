@@ -50,7 +50,7 @@ from kvplan.model.recurrent import recurrent_states
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
 from kvplan.speed.cohort import cohort
-from kvplan.speed.corpus import DP_ATTENTION, PER_RANK_LIMIT, attention_dp, one_engine_dp
+from kvplan.speed.corpus import DP_ATTENTION, PER_RANK_LIMIT, attention_dp, one_engine_dp, prefill_graph_off
 from kvplan.speed.shape import weight_dtype_of
 
 # the corpus's flag spellings (dashes read as underscores) that are engine options, per engine
@@ -80,9 +80,6 @@ POLICY = {"trtllm": ("capacity_scheduler_policy", "scheduler_policy", "batch_sch
 # aiter fraction cut and its estimate of max_running_requests read (kvplan.engines.sglang.attention.aiter_cut,
 # kvplan.engines.sglang.mamba.max_running; docs/engines.md); vLLM V0's is `server_sized`'s
 SERVER_LENGTH = {"sglang": "context_length"}
-# the engines whose request step says whether a prefill step replays a CUDA graph (Request.prefill_graph, SGLang's by
-# release: kvplan.engines.sglang.prefill_graph), by the flag that turns that graph off (case_prefill_graph)
-PREFILL_GRAPH_OFF = {"sglang": "disable_piecewise_cuda_graph"}
 # benchmark tools that choose the engine's running limit and step tokens themselves where the run states
 # neither: tool -> (the engine's option for tokens per step, the function giving (running limit, tokens))
 HARNESS_SETTINGS = {"trtllm-bench": ("max_num_tokens", trtllm_bench_settings)}
@@ -219,8 +216,7 @@ def case_prefill_graph(case, spec, gpu) -> bool:
     --disable-piecewise-cuda-graph, for an engine without such a graph, or a setting its rules refuse; a run that states
     no release kvplan reads ("main branch (as stated)") is read as the speed eras read it: the engine's current release
     where its era is the current one (as a plan's unstated release), not told (False) in an older era."""
-    off = PREFILL_GRAPH_OFF.get(case.engine)
-    if off is None or (case.flags or {}).get(off) in (True, "true"):
+    if prefill_graph_off(case):  # the engines whose request step tells (SGLang's by release), unless a run turns it off
         return False
     version = case.version if case.version and release_of(case.version) else None
     if version is None and case.era != case.engine:  # an older era's run that states no release: not told

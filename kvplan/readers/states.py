@@ -122,6 +122,15 @@ def mamba_chunk(cfg) -> int:
     return cfg.int("mamba_chunk_size", "chunk_size", default=CHUNK_DEFAULTS.get(cfg.raw("model_type")), limit="window")
 
 
+def mamba2_state(cfg, heads: int, head_dim: int, state: int, groups: int, kernel: int, **kw) -> RecurrentState:
+    """One Mamba2 layer's state for one sequence (mamba_state's formulas; Falcon-H1's and plain Mamba2's readers
+    too): its conv and SSM elements, heads and groups, the SSD scan's head sizes and chunk (kvplan.speed.ssd)."""
+    inner = heads * head_dim
+    return RecurrentState((kernel - 1) * (inner + 2 * groups * state), inner * state, heads, "mamba2", groups,
+                          (kernel - 1) * 2 * groups * state, key_head_dim=state, value_head_dim=head_dim,
+                          chunk=mamba_chunk(cfg), **kw)
+
+
 def mamba_state(cfg, g: dict) -> RecurrentState:
     """Mamba2 (Nemotron-H) or Mamba1 (Jamba) state of one layer for one sequence.
 
@@ -131,12 +140,8 @@ def mamba_state(cfg, g: dict) -> RecurrentState:
     Mamba1: d_inner = mamba_expand x hidden; conv (mamba_d_conv - 1) x d_inner; ssm d_inner x mamba_d_state.
     """
     if cfg.has("mamba_num_heads", "mamba_n_heads"):
-        heads, head_dim, state, groups, kernel = mamba2_dims(cfg, g["hidden"])
-        inner = heads * head_dim
-        return RecurrentState((kernel - 1) * (inner + 2 * groups * state), heads * head_dim * state, heads, "mamba2",
-                              groups, (kernel - 1) * 2 * groups * state, ssm_cache_dtype(cfg),
-                              ssm_dtype_default=cfg.raw("mamba_ssm_cache_dtype") is None and bool(ssm_cache_dtype(cfg)),
-                              key_head_dim=state, value_head_dim=head_dim, chunk=mamba_chunk(cfg))
+        return mamba2_state(cfg, *mamba2_dims(cfg, g["hidden"]), ssm_dtype=ssm_cache_dtype(cfg),
+                            ssm_dtype_default=cfg.raw("mamba_ssm_cache_dtype") is None and bool(ssm_cache_dtype(cfg)))
     inner = cfg.int("mamba_expand", default=2) * g["hidden"]
     state = cfg.int("mamba_d_state", "ssm_state_size", default=16)
     kernel = cfg.int("mamba_d_conv", "conv_kernel", default=4)

@@ -64,7 +64,9 @@ PER_RANK_LIMIT = {"trtllm": "enable_attention_dp"}
 # with tp 1 already (case_of).
 DP_ATTENTION = {"sglang": "enable_dp_attention"}
 PREFIX_CACHE_OFF = {"sglang": "disable_radix_cache"}  # the flag that turns an engine's prefix cache off
+PREFILL_GRAPH_OFF = {"sglang": "disable_piecewise_cuda_graph"}  # the flag that turns its prefill CUDA graph off
 BOOL_FLAGS = ("enable_attention_dp", "disable_custom_all_reduce", *DP_ATTENTION.values(), *PREFIX_CACHE_OFF.values(),
+              *PREFILL_GRAPH_OFF.values(),
               *(key for key, _ in GRAPHS_OFF.values()))  # true / false only (_on; model.NCCL_FLAGS; fields.GRAPHS_OFF)
 ATTENTION_BACKEND = {"sglang": "attention_backend"}  # the flag that names an engine's attention backend
 # The flag that names an engine's MoE kernel, and the values that run a kernel other than the Triton fused_moe whose
@@ -121,6 +123,12 @@ def _int(v, default: int) -> int:
 def _on(flags: dict, key: str | None) -> bool:
     """Whether a run's boolean flag `key` is stated true (None: the engine has no such flag)."""
     return key is not None and str(flags.get(key, "")).lower() == "true"
+
+
+def prefill_graph_off(case: Case) -> bool:
+    """Whether a run states its engine's prefill CUDA graph off (PREFILL_GRAPH_OFF: SGLang's
+    disable_piecewise_cuda_graph), or its engine has no such flag (kvplan.bench.running.case_prefill_graph)."""
+    return case.engine not in PREFILL_GRAPH_OFF or _on(case.flags or {}, PREFILL_GRAPH_OFF[case.engine])
 
 
 def prefix_cache(case: Case) -> bool:

@@ -78,9 +78,13 @@ def median_gap(metrics: dict) -> bool:
     for unit in ("ms", "ns"):
         v = metrics.get(f"itl_{unit}")
         if v is not None:
-            return (isinstance(v, dict) and v.get("mean") is None and v.get("value") is None
-                    and v.get("median") is not None)
+            return _median_only(v)
     return False
+
+
+def _median_only(v) -> bool:
+    """Whether a stated figure gives a median and neither a mean nor a value (`targets` then reads its median)."""
+    return isinstance(v, dict) and v.get("mean") is None and v.get("value") is None and v.get("median") is not None
 
 
 def medians(metrics: dict) -> frozenset:
@@ -90,8 +94,7 @@ def medians(metrics: dict) -> frozenset:
     out = set()
     for name in ("ttft", "e2el"):
         for unit in ("ms", "ns"):
-            v = metrics.get(f"{name}_{unit}")
-            if isinstance(v, dict) and v.get("mean") is None and v.get("value") is None and v.get("median") is not None:
+            if _median_only(metrics.get(f"{name}_{unit}")):
                 out.add(name)
     return frozenset(out)
 

@@ -31,7 +31,7 @@ CHUNK = 64  # FLA_CHUNK_SIZE, the chunk chunk_kda_fwd runs at (vllm ... fla/ops/
 SUB_CHUNK = 16  # BC = min(16, BT) in chunk_kda_scaled_dot_kkt_fwd
 
 
-def kda_flops_per_head(key_dim: int, value_dim: int, chunk: int = CHUNK, sub_chunk: int = SUB_CHUNK) -> int:
+def kda_flops_per_head(key_dim: int, value_dim: int) -> int:
     """FLOPs one KDA head spends on one prompt token in the chunked forward's tensor-core dots: the module
     docstring's (4 C - 2 BC) d_k + 4 C d_v + 6 d_k d_v."""
-    return (4 * chunk - 2 * sub_chunk) * key_dim + 4 * chunk * value_dim + 6 * key_dim * value_dim
+    return (4 * CHUNK - 2 * SUB_CHUNK) * key_dim + 4 * CHUNK * value_dim + 6 * key_dim * value_dim

@@ -27,6 +27,6 @@ BLOCK = 256  # lightning_attention's block_size
 DIAG_BLOCK = 32  # CBLOCK of _fwd_diag_kernel
 
 
-def lightning_flops_per_head(key_dim: int, value_dim: int, block: int = BLOCK, sub_block: int = DIAG_BLOCK) -> int:
+def lightning_flops_per_head(key_dim: int, value_dim: int) -> int:
     """FLOPs one lightning-attention head spends on one prompt token: (BLOCK + CBLOCK)(d + e) + 4 d e."""
-    return (block + sub_block) * (key_dim + value_dim) + 4 * key_dim * value_dim
+    return (BLOCK + DIAG_BLOCK) * (key_dim + value_dim) + 4 * key_dim * value_dim

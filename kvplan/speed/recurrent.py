@@ -55,10 +55,10 @@ from kvplan.speed.ssd import ssd_flops
 CHUNK = 64  # chunk_gated_delta_rule_fwd's chunk_size (chunk_local_cumsum(g, chunk_size=64), BT = 64)
 
 
-def gdn_flops_per_head(key_dim: int, value_dim: int, chunk: int = CHUNK) -> int:
+def gdn_flops_per_head(key_dim: int, value_dim: int) -> int:
     """FLOPs one value head of a Gated DeltaNet layer spends on one prompt token in fla's chunked forward: the
     module docstring's 6 C d_k + 4 C d_v + 6 d_k d_v."""
-    return 6 * chunk * key_dim + 4 * chunk * value_dim + 6 * key_dim * value_dim
+    return 6 * CHUNK * key_dim + 4 * CHUNK * value_dim + 6 * key_dim * value_dim
 
 
 def recurrent_flops(layers, tp: int = 1) -> float:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import FullAttention
-from kvplan.model.recurrent import ParallelHybrid, RecurrentState
+from kvplan.model.recurrent import ParallelHybrid
 from kvplan.model.spec import ParamCounts
 from kvplan.readers.geometry import read_geometry
-from kvplan.readers.states import mamba_chunk
+from kvplan.readers.states import mamba2_state
 
 
 def _mixer(cfg, hidden: int) -> tuple[int, int, int, int, int, int]:
@@ -69,8 +69,6 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
                           EXIT_USAGE)
     mixer = _mixer(cfg, g["hidden"])
     inner, heads, head_dim, state, groups, kernel = mixer
-    ssm = RecurrentState((kernel - 1) * (inner + 2 * groups * state), heads * head_dim * state, heads, "mamba2",
-                         groups, (kernel - 1) * 2 * groups * state, key_head_dim=state, value_head_dim=head_dim,
-                         chunk=mamba_chunk(cfg))
+    ssm = mamba2_state(cfg, heads, head_dim, state, groups, kernel)
     layer = ParallelHybrid(FullAttention(g["kv_heads"], g["head_dim"]), ssm)
     return g, [layer] * n, _params(cfg, g, n, mixer)

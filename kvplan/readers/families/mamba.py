@@ -18,7 +18,7 @@ from __future__ import annotations
 from kvplan.core.intmath import cdiv
 from kvplan.model.recurrent import RecurrentState
 from kvplan.model.spec import ParamCounts
-from kvplan.readers.states import mamba_chunk
+from kvplan.readers.states import mamba2_state
 
 FAMILIES = {"mamba", "falcon_mamba", "mamba2"}
 
@@ -47,9 +47,7 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
         groups = cfg.int("n_groups", default=8, limit="num_attention_heads")
         inner = heads * head_dim
         conv_dim = inner + 2 * groups * state
-        layer = RecurrentState((kernel - 1) * conv_dim, heads * head_dim * state, heads, "mamba2",
-                               groups, (kernel - 1) * 2 * groups * state, key_head_dim=state, value_head_dim=head_dim,
-                               chunk=mamba_chunk(cfg))
+        layer = mamba2_state(cfg, heads, head_dim, state, groups, kernel)
         linear = hidden * (2 * inner + 2 * groups * state + heads) + inner * hidden
         small = conv_dim * (kernel + 1) + 3 * heads + inner  # conv w + b, dt_bias, A_log, D, gated norm
         tied_default = False

@@ -284,7 +284,7 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
     if load.lockstep > 1 and not burst:
         t = lockstep_cycle(b, g, load.isl, osl, load.chunk, load.lockstep, load.lock_mixed)
     first = first_wave(load, b)  # a wave request's first token: the end of the step its prompt ends in
-    staggered, before, turn = request = later_request(load, b, g, burst)
+    staggered, before, turn = request = later_request(load, b, g, burst, first)
     if burst:  # n requests at once: B start, each later one when a slot frees, one every T
         wait = (c - b) ** 2 / (2 * c)  # the mean over all n of max(0, j - B) x T
         share = b / c
@@ -324,12 +324,12 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
     return b, g, median(load, (b, c, burst), first, request, cm) if median else cm
 
 
-def later_request(load: Load, b: float, g: float, burst: bool) -> tuple[tuple, float, tuple]:
+def later_request(load: Load, b: float, g: float, burst: bool, first: tuple) -> tuple[tuple, float, tuple]:
     """(a later request's TTFT before any queue as (a, b, e), `before`, `turn`): its waits before its prefill in t_dec
-    steps (balancing's, the poll's, the missed step's), the missed step, its prefill (its group's; waves: the first)."""
+    steps (balancing's, the poll's, the missed step's), the missed step, its prefill (its group's; waves: `first`)."""
     steps, held = max(1.0, -(-g * load.isl // load.chunk)), held_back(load.dp, load.balance, b, max(1.0, load.osl))
     turn = missed_step(b, g, steps) if replaces(load, burst) else (0.0, 0.0)  # the step a replacement missed
-    before, own = held + poll_steps(load, burst) + turn[0], first_wave(load, b) if in_waves(load) else (0.0, steps, 1.0)
+    before, own = held + poll_steps(load, burst) + turn[0], first if in_waves(load) else (0.0, steps, 1.0)
     return (own[0], own[1] + before, own[2] + turn[1]), before, turn
 
 

@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 from kvplan.core.errors import KvplanError
 from kvplan.core.releases import release_of
-from kvplan.engines import configure
+from kvplan.engines import configure, engine_class
 from kvplan.engines.joining import joins_after_prefill
 from kvplan.engines.capacity_policy import preempts_on_growth
 from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_mixed, lockstep_workers,
@@ -222,7 +222,7 @@ def case_prefill_graph(case, spec, gpu) -> bool:
     if version is None and case.era != case.engine:  # an older era's run that states no release: not told
         return False
     got = case_request(case, spec, gpu, version, attention_dp(case))
-    return got is not None and got[1].prefill_graph
+    return got is not None and got.prefill_graph
 
 
 def case_ssm_dtype(case, spec, gpu) -> str:
@@ -233,13 +233,15 @@ def case_ssm_dtype(case, spec, gpu) -> str:
     rule failed the adoption rule) or a setting its rules refuse."""
     if spec is None or case.engine not in OPTS or not recurrent_states(spec.layers):
         return ""
+    if not engine_class(case.engine).fit_follows_ssm_dtype:  # no request to build for it
+        return ""
     got = case_request(case, spec, gpu, case.version)
-    return got[1].ssm_dtype if got is not None and got[0].fit_follows_ssm_dtype else ""
+    return got.ssm_dtype if got is not None else ""
 
 
 def case_request(case, spec, gpu, version: str | None, dp_attention: bool = False):
-    """(the case's engine at `version`, configured with the options its run stated, the Request its request step gives
-    `spec` at the run's prompt length on one replica of the case's layout), or None where the engine's rules refuse
+    """The Request the request step of the case's engine at `version`, configured with the options its run stated,
+    gives `spec` at the run's prompt length on one replica of the case's layout, or None where the engine's rules refuse
     the setting: what case_ssm_dtype and case_prefill_graph read. `dp_attention`: the run's DP attention told to the
     engine as its option (kvplan.speed.corpus.DP_ATTENTION), its dp ranks one engine's."""
     opts = {**case_opts(case), DP_ATTENTION[case.engine]: True} if dp_attention else case_opts(case)
@@ -248,7 +250,7 @@ def case_request(case, spec, gpu, version: str | None, dp_attention: bool = Fals
         dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, dp=case.dp if dp_attention else 1, ep=case.ep))
         req = read_request(spec, context=max(1, int(case.load.isl)), kv_dtype=case.kv_dtype or "auto",
                            weight_dtype=weight_dtype_of(case.weight_dtype))
-        return engine, engine.request(req, engine.settings(spec, gpu, dep, req), spec, dep)
+        return engine.request(req, engine.settings(spec, gpu, dep, req), spec, dep)
     except KvplanError:
         return None
 

@@ -45,7 +45,7 @@ from kvplan.engines.trtllm.bench import BUILD_FRACTION as TRTLLM_BUILD_FRACTION,
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.engines.vllm.defaults import ENGINE_CONTEXT, LLM_CLASS
 from kvplan.engines.vllm.v0_chunked import server_sized
-from kvplan.model.layers import Kind
+from kvplan.model.layers import has_mla
 from kvplan.model.recurrent import recurrent_states
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
@@ -130,7 +130,7 @@ def case_waves(case, spec=None, v1: bool | None = None) -> bool:
     equal lengths then runs in waves: kvplan.engines.scheduler.runs_waves, kvplan.speed.load), its release and the
     model `spec` included (vLLM's V0 on an MLA model: kvplan.engines.scheduler.prefill_first_release)."""
     adp = case.dp > 1 and attention_dp(case)
-    mla = spec is not None and any(layer.kind == Kind.MLA for layer in spec.layers)
+    mla = spec is not None and has_mla(spec.layers)
     return runs_waves(case.engine, mixed_chunk(case.engine, case.flags), adp) or (
         prefill_first_release(case.engine, case.version, mla, v1) and not adp)
 
@@ -142,7 +142,7 @@ def case_packed(case, spec, stated: dict, v1: bool | None = None) -> int | None:
     attention DP, or where the run stated the budget (`stated`: its engine options)."""
     if "max_num_batched_tokens" in stated or (case.dp > 1 and attention_dp(case)):
         return None
-    mla = any(layer.kind == Kind.MLA for layer in spec.layers)
+    mla = has_mla(spec.layers)
     length = served_length(case, spec)
     return whole_prompt_budget(case.engine, case.version, mla, int(length), v1) if length else None
 

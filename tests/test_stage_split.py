@@ -212,6 +212,14 @@ def test_the_cut_by_release(engine, version, form):
     assert (got and got[0]) == form
 
 
+def test_every_engine_s_oldest_cut_starts_at_release_zero():
+    # own_cut takes the first row a release reaches, with no fallback: each engine's last row must reach every release
+    from kvplan.engines.stage_split import CUTS, own_cut
+
+    assert all(rows[-1][0] == (0, 0, 0) for rows in CUTS.values())
+    assert own_cut("vllm", "0.0.1")[0] == "last" and own_cut("sglang", "0.0.1")[0] == "last"
+
+
 @pytest.mark.parametrize("version, per_token, layers", [("0.7.3", 114_688, (52, 80)), ("0.8.0", 110_592, None)])
 def test_vllm_binding_stage_follows_its_release(version, per_token, layers):
     # Llama-3.1-70B, bf16 KV at tp 1: 2 x 8 heads x 128 x 2 B = 4,096 B a layer a token. 80 over pp 3: 0.7.3 cuts

@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 from kvplan.core.errors import KvplanError
 from kvplan.core.releases import release_of
-from kvplan.engines import configure
+from kvplan.engines import configure, engine_class
 from kvplan.engines.joining import joins_after_prefill
 from kvplan.engines.capacity_policy import preempts_on_growth
 from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_mixed, lockstep_workers,
@@ -45,7 +45,7 @@ from kvplan.engines.trtllm.bench import BUILD_FRACTION as TRTLLM_BUILD_FRACTION,
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.engines.vllm.defaults import ENGINE_CONTEXT, LLM_CLASS
 from kvplan.engines.vllm.v0_chunked import server_sized
-from kvplan.model.layers import Kind
+from kvplan.model.layers import has_mla
 from kvplan.model.recurrent import recurrent_states
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
@@ -130,7 +130,7 @@ def case_waves(case, spec=None, v1: bool | None = None) -> bool:
     equal lengths then runs in waves: kvplan.engines.scheduler.runs_waves, kvplan.speed.load), its release and the
     model `spec` included (vLLM's V0 on an MLA model: kvplan.engines.scheduler.prefill_first_release)."""
     adp = case.dp > 1 and attention_dp(case)
-    mla = spec is not None and any(layer.kind == Kind.MLA for layer in spec.layers)
+    mla = spec is not None and has_mla(spec.layers)
     return runs_waves(case.engine, mixed_chunk(case.engine, case.flags), adp) or (
         prefill_first_release(case.engine, case.version, mla, v1) and not adp)
 
@@ -142,7 +142,7 @@ def case_packed(case, spec, stated: dict, v1: bool | None = None) -> int | None:
     attention DP, or where the run stated the budget (`stated`: its engine options)."""
     if "max_num_batched_tokens" in stated or (case.dp > 1 and attention_dp(case)):
         return None
-    mla = any(layer.kind == Kind.MLA for layer in spec.layers)
+    mla = has_mla(spec.layers)
     length = served_length(case, spec)
     return whole_prompt_budget(case.engine, case.version, mla, int(length), v1) if length else None
 
@@ -222,7 +222,7 @@ def case_prefill_graph(case, spec, gpu) -> bool:
     if version is None and case.era != case.engine:  # an older era's run that states no release: not told
         return False
     got = case_request(case, spec, gpu, version, attention_dp(case))
-    return got is not None and got[1].prefill_graph
+    return got is not None and got.prefill_graph
 
 
 def case_ssm_dtype(case, spec, gpu) -> str:
@@ -233,13 +233,15 @@ def case_ssm_dtype(case, spec, gpu) -> str:
     rule failed the adoption rule) or a setting its rules refuse."""
     if spec is None or case.engine not in OPTS or not recurrent_states(spec.layers):
         return ""
+    if not engine_class(case.engine).fit_follows_ssm_dtype:  # no request to build for it
+        return ""
     got = case_request(case, spec, gpu, case.version)
-    return got[1].ssm_dtype if got is not None and got[0].fit_follows_ssm_dtype else ""
+    return got.ssm_dtype if got is not None else ""
 
 
 def case_request(case, spec, gpu, version: str | None, dp_attention: bool = False):
-    """(the case's engine at `version`, configured with the options its run stated, the Request its request step gives
-    `spec` at the run's prompt length on one replica of the case's layout), or None where the engine's rules refuse
+    """The Request the request step of the case's engine at `version`, configured with the options its run stated,
+    gives `spec` at the run's prompt length on one replica of the case's layout, or None where the engine's rules refuse
     the setting: what case_ssm_dtype and case_prefill_graph read. `dp_attention`: the run's DP attention told to the
     engine as its option (kvplan.speed.corpus.DP_ATTENTION), its dp ranks one engine's."""
     opts = {**case_opts(case), DP_ATTENTION[case.engine]: True} if dp_attention else case_opts(case)
@@ -248,7 +250,7 @@ def case_request(case, spec, gpu, version: str | None, dp_attention: bool = Fals
         dep = engine.deployment(Deployment(tp=case.tp, pp=case.pp, dp=case.dp if dp_attention else 1, ep=case.ep))
         req = read_request(spec, context=max(1, int(case.load.isl)), kv_dtype=case.kv_dtype or "auto",
                            weight_dtype=weight_dtype_of(case.weight_dtype))
-        return engine, engine.request(req, engine.settings(spec, gpu, dep, req), spec, dep)
+        return engine.request(req, engine.settings(spec, gpu, dep, req), spec, dep)
     except KvplanError:
         return None
 

@@ -28,7 +28,7 @@ from kvplan.engines.options import (  # noqa: F401 (re-exported: kvplan.engines.
     check_opts, opt_bool, opt_float, opt_int, parse_engine_opts,
 )
 from kvplan.engines.versions import check_version, check_version_name, parse_version  # noqa: F401 (re-exported)
-from kvplan.engines.versions import reading, release_post
+from kvplan.engines.versions import dotted, reading, release_post
 from kvplan.hardware.facts import assumed_fact
 from kvplan.planning.layout import rank_request, vllm_placement, whole_answers
 from kvplan.planning.plan import (Answers, Plan, PlanWarning, Request, Stage, Usage, assemble, budgets,
@@ -103,8 +103,7 @@ class Engine:
         if stage_split.OPT not in self.opts or (
                 self.stage_split_env and release_post(self.version or self.default_version) >= self.stage_split_since):
             return
-        release, post = self.stage_split_since
-        why = f" before {'.'.join(map(str, release))}{f'.post{post}' if post else ''}" if self.stage_split_env else ""
+        why = f" before {dotted(*self.stage_split_since)}" if self.stage_split_env else ""
         readers = _engines_that(lambda e: e.stage_split_env).removesuffix(" or ")
         raise stage_split.unread(self.name, self.opts[stage_split.OPT], readers, why)
 

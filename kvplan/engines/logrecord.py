@@ -126,7 +126,8 @@ def logged_deployment(rec: LogRecord, given: int | None, notes: list[str]) -> De
 
 def logged_split(rec: LogRecord) -> dict:
     """The layers per stage a log sets, as the Deployment fields that carry them and say where they came from (what a
-    plan's assumption names: kvplan.engines.stage_split.said); {} where it sets none."""
+    plan's assumption names: kvplan.engines.stage_split.said); {} where it sets none. The log checks' deployment
+    (logged_deployment) and benchmarks/budget_corpus.py's both read a log's split through it."""
     if rec.stage_layers is None:
         return {}
     return {"stage_layers": rec.stage_layers, "stage_from": f" as the log sets them ({rec.read['stage_layers']})"}

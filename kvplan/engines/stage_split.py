@@ -51,7 +51,7 @@ from kvplan.planning.plan import PlanWarning
 
 OPT = "pp_layer_partition"
 
-# engine -> ((first release, form, how it reads), ...), newest first; a release before every row takes the last row's
+# engine -> ((first release, form, how it reads), ...), newest first, the last from (0, 0, 0): every release has one
 CUTS = {
     "vllm": (((0, 8, 0), MIDDLE, "the remainder one layer apiece before the last stage"),
              ((0, 0, 0), LAST, "the remainder on the last stage")),
@@ -99,10 +99,10 @@ def own_cut(engine: str, version: str | None) -> tuple[str, str] | None:
     if not rows:
         return None
     v = release_of(version) or rows[0][0]
-    return next(((form, how) for since, form, how in rows if v >= since), rows[-1][1:])
+    return next((form, how) for since, form, how in rows if v >= since)
 
 
-def engine_cut(model, dep: Deployment, engine: str, version: str | None, shown: str = "") -> Deployment:
+def engine_cut(model, dep: Deployment, engine: str, version: str | None, shown: str) -> Deployment:
     """`dep` cut as the engine release cuts it by itself where no layers per stage are set and its cut is uneven
     (Deployment.stage_layers, so every stage rule reads it), its stage_from naming that cut (`shown`: the engine's
     name as its docs write it) for the assumption `said` states; `dep` as it is else."""
@@ -112,7 +112,7 @@ def engine_cut(model, dep: Deployment, engine: str, version: str | None, shown: 
     sizes = cut_sizes(model.num_layers, dep.pp, cut[0])
     if len(set(sizes)) == 1:
         return dep
-    return replace(dep, stage_layers=sizes, stage_from=f": {shown or engine} {version}'s own split ({cut[1]})")
+    return replace(dep, stage_layers=sizes, stage_from=f": {shown} {version}'s own split ({cut[1]})")
 
 
 def unread(engine: str, value, readers: str, why: str = "") -> KvplanError:

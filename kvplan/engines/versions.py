@@ -45,10 +45,11 @@ def reading(engine: str, version: str | None) -> str | None:
     return f"{engine} {stated} is read as release {dotted(v)} (its pre-release, post-release or build suffix dropped)"
 
 
-def dotted(v: tuple[int, ...]) -> str:
+def dotted(v: tuple[int, ...], post: int = 0) -> str:
     """A parsed release written back for a message: (0, 8, 5) -> '0.8.5' (parse_version keeps three parts, so a
-    '.post' or 'rc' suffix is not shown); a series' unknown last release, (0, 14, 999) -> '0.14.x'."""
-    return ".".join("x" if n == SERIES_END else str(n) for n in v)
+    '.post' or 'rc' suffix is not shown); a series' unknown last release, (0, 14, 999) -> '0.14.x'; with `post`, the
+    post-release release_post read: ((0, 4, 6), 2) -> '0.4.6.post2'."""
+    return ".".join("x" if n == SERIES_END else str(n) for n in v) + (f".post{post}" if post else "")
 
 
 def check_version(engine: str, version: str | None, known: tuple[str, ...], default: str) -> str:

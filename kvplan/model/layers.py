@@ -167,6 +167,12 @@ class SlidingWindow(LayerSpec):
         return f"sliding window {self.window}, {self.num_kv_heads} KV heads x {self.head_dim}{v}"
 
 
+def has_mla(layers) -> bool:
+    """Whether any of `layers` caches an MLA latent (Kind.MLA: MLALatent, IndexedMLA, DeepSeek-V4's CompressedMLA): the
+    one is-MLA test the engines' rules ask of a model."""
+    return any(layer.kind == Kind.MLA for layer in layers)
+
+
 def attending(layers, tp: int = 1) -> list:
     """The layers of `layers` that cache keys per token on a rank of `tp`: the ones an attention step reads (the speed
     model's attention FLOPs, kvplan.speed.shape.attention_flops, and llama.cpp's materialized scores,

@@ -186,7 +186,8 @@ def check_deployment(model, dep) -> None:
         return
     if dep.pp > 1 and info.layers:
         raise KvplanError(f"{arg('speculative')} with {arg('pp')}: vLLM puts the whole drafter on the last pipeline "
-                          "stage, which kvplan's even layer split does not model", EXIT_USAGE, param="pp", value=dep.pp)
+                          "stage, on top of that stage's share of the target's layers, which kvplan's stage cuts do "
+                          "not model", EXIT_USAGE, param="pp", value=dep.pp)
     if model.draft is not None:
         why = validate_deployment(model.draft, Deployment(dep.tp, 1))
         if why:

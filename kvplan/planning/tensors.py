@@ -23,7 +23,7 @@ from dataclasses import replace
 from kvplan.core.intmath import cdiv, round_up
 from kvplan.model.layers import kv_heads_per_rank
 from kvplan.model.spec import PLAIN_BYTES, ModelSpec
-from kvplan.planning.deploy import split_layers, stages_or_one
+from kvplan.planning.deploy import stages_or_one
 from kvplan.readers.mlp_layout import expert_width as routed_expert_width, ffn_kinds, gated_mlp
 
 VOCAB_PAD = 64  # SGLang's and vLLM's DEFAULT_VOCAB_PADDING_SIZE
@@ -53,11 +53,10 @@ def rank_tensors(model: ModelSpec, tp: int = 1, ep: int = 1, ranges: list[tuple[
     """Bytes of each weight tensor the first pipeline stage's rank allocates, in construction order (module
     docstring); `ranges`: the pipeline stages (kvplan.planning.deploy.stage_ranges; None: one); `rope_bytes`: the
     RoPE table the first attention layer builds, listed after its projections."""
-    if model.draft is not None:  # a draft model served beside it: the target's tensors (its own layers over as many
-        # stages, cut evenly: a drafter under pp is refused, kvplan.planning.speculative), then the draft's own
+    if model.draft is not None:  # a draft model served beside it: the target's tensors, then the draft's own, on one
+        # stage (a drafter at pp > 1 is refused: kvplan.planning.speculative.check_deployment)
         target = replace(model, layers=model.layers[:model.num_layers - model.draft.num_layers], draft=None)
-        cut = split_layers(target.num_layers, len(ranges)) if ranges else None
-        return rank_tensors(target, tp, ep, cut, weight_dtype, rope_bytes) + rank_tensors(model.draft, tp)
+        return rank_tensors(target, tp, ep, None, weight_dtype, rope_bytes) + rank_tensors(model.draft, tp)
     p, hidden, n = model.params, model.hidden_size, model.num_layers
     plain, dense_b, expert_b = _formats(model, weight_dtype)
     start, end = stages_or_one(model, ranges)[0]

@@ -151,8 +151,8 @@ class Built:
         if load.bench == "tg":
             return None, decode_features(s, 1, load.depth), None, combos(load)[2]
         prev = prev or {}
-        b, g, cm = combos(load, prev.get("e2el"), prev.get("service"), prev.get("rho_cap"), prev.get("outside"))
-        cm = stated(load, b, g, cm)  # a median figure's request, where the source states only the median
+        b, g, cm = combos(load, prev.get("e2el"), prev.get("service"), prev.get("rho_cap"), prev.get("outside"),
+                          median=stated)  # a median figure's request, where the source states only the median
         return (prefill_features(s, load.isl, batch=b, chunk=load.chunk), decode_features(s, b, decode_context(load)),
                 prefill_features(s, load.isl, batch=g, chunk=load.chunk), cm)
 

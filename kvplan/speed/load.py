@@ -170,8 +170,7 @@ class Load:
     ubatch: int = 512  # llama-bench's prompt chunk
     chunk: int = PREFILL_CHUNK  # tokens one prefill step takes (vLLM's max_num_batched_tokens default)
     fixed: bool = False  # every request the same isl and osl (stated lengths, not a dataset's draw)
-    # an open loop's gaps' squared coefficient of variation (arrival_cv2); None: no wait
-    arrival_cv2: float | None = 1.0
+    arrival_cv2: float | None = 1.0  # an open loop's gaps' squared coefficient of variation; None: no wait
     drawn: bool = False  # output lengths drawn per request (a random range, a dataset): requests finish apart
     out_cv2: float = 0.0  # drawn output lengths' squared coefficient of variation (kvplan.speed.spread); 0: unknown
     waves: bool = False  # the engine decodes only when no prefill batch forms (kvplan.engines.scheduler.runs_waves)
@@ -227,9 +226,7 @@ def drain_steps(load: Load, osl: float) -> float:
     lengths are drawn (`drawn`, `out_cv2` > 0; else 0): osl sqrt(3 cv^2), the top of a uniform law of mean osl and that
     spread, osl (1 + sqrt(3 cv^2)): sglang.bench_serving's random range [r L, L] (its mean L (1 + r) / 2, cv^2
     (1 - r)^2 / (3 (1 + r)^2): L - mean = mean sqrt(3 cv^2)) and vllm bench serve's [L (1 - r), L (1 + r)] alike."""
-    if not load.drawn or load.out_cv2 <= 0:
-        return 0.0
-    return osl * math.sqrt(3 * load.out_cv2)
+    return osl * math.sqrt(3 * load.out_cv2) if load.drawn and load.out_cv2 > 0 else 0.0
 
 
 def open_wait(load: Load, b: float, t: tuple, burst: bool, service_estimate: float | None,
@@ -267,13 +264,15 @@ def group(load: Load, b: float) -> float:
 
 
 def combos(load: Load, e2e_estimate: float | None = None, service_estimate: float | None = None,
-           rho_cap: float | None = None, outside_estimate: float | None = None) -> tuple[float, float, dict]:
-    """(B, G, {metric: (a, b, e, inverse scale or 0)}): a metric is a x t_wave + b x t_dec + e x t_grp,
-    or scale / that where `inverse` is non-zero (a throughput). `service_estimate`: the previous estimate
-    of the prefill server's S (the `service` pseudo-metric), for an open loop's arrival wait; `rho_cap`: an open
-    loop's utilisation at the running cap, r / dp x T(cap), where it is >= 1 the overload (module docstring);
-    `outside_estimate`: the previous estimate of the `outside` pseudo-metric, E2E's part before the request joins the
-    running batch, which an open loop's Little's law leaves out of it (batch_and_mode)."""
+           rho_cap: float | None = None, outside_estimate: float | None = None,
+           median=None) -> tuple[float, float, dict]:
+    """(B, G, {metric: (a, b, e, inverse scale or 0)}): a metric is a x t_wave + b x t_dec + e x t_grp, or scale / that
+    where `inverse` is non-zero (a throughput). `service_estimate`: the previous estimate of the prefill server's S
+    (the `service` pseudo-metric), for an open loop's arrival wait; `rho_cap`: an open loop's utilisation at the
+    running cap, r / dp x T(cap), where it is >= 1 the overload (module docstring); `outside_estimate`: the previous
+    estimate of the `outside` pseudo-metric, E2E's part before the request joins the running batch, which an open
+    loop's Little's law leaves out of it (batch_and_mode); `median`: kvplan.speed.stated.stated, given the schedule the
+    metrics are priced from, for the figures a source states only as a median."""
     if load.bench == "pp":
         return 1.0, 1.0, {"pp_tok_s": (1.0, 0.0, 0.0, load.isl)}
     if load.bench == "tg":
@@ -285,7 +284,7 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
     if load.lockstep > 1 and not burst:
         t = lockstep_cycle(b, g, load.isl, osl, load.chunk, load.lockstep, load.lock_mixed)
     first = first_wave(load, b)  # a wave request's first token: the end of the step its prompt ends in
-    staggered, before, turn = later_request(load, b, g, burst)
+    staggered, before, turn = request = later_request(load, b, g, burst, first)
     if burst:  # n requests at once: B start, each later one when a slot frees, one every T
         wait = (c - b) ** 2 / (2 * c)  # the mean over all n of max(0, j - B) x T
         share = b / c
@@ -311,7 +310,7 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
     ttft, e2e = tuple(x + y for x, y in zip(ttft, q)), tuple(x + y for x, y in zip(e2e, q))
     thr = with_drain(load, t, osl, burst)  # what a throughput divides by
     k, d = max(1.0, osl - 1), busy(load)
-    return b, g, {
+    cm = {
         "e2el": (*e2e, 0.0),
         "ttft": (*ttft, 0.0),
         "tpot": (*gap(load, e2e, ttft, k), 0.0),
@@ -322,14 +321,15 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
         "waiting": (*pre, 0.0),  # the wait before a request's first scheduled step: not a measured figure
         "outside": (*(ttft if load.joins_late else pre), 0.0),  # before it joins the running batch: not measured
     }
+    return b, g, median(load, (b, c, burst), first, request, cm) if median else cm
 
 
-def later_request(load: Load, b: float, g: float, burst: bool) -> tuple[tuple, float, tuple]:
+def later_request(load: Load, b: float, g: float, burst: bool, first: tuple) -> tuple[tuple, float, tuple]:
     """(a later request's TTFT before any queue as (a, b, e), `before`, `turn`): its waits before its prefill in t_dec
-    steps (balancing's, the poll's, the missed step's), the missed step, its prefill (its group's; waves: the first)."""
+    steps (balancing's, the poll's, the missed step's), the missed step, its prefill (its group's; waves: `first`)."""
     steps, held = max(1.0, -(-g * load.isl // load.chunk)), held_back(load.dp, load.balance, b, max(1.0, load.osl))
     turn = missed_step(b, g, steps) if replaces(load, burst) else (0.0, 0.0)  # the step a replacement missed
-    before, own = held + poll_steps(load, burst) + turn[0], first_wave(load, b) if in_waves(load) else (0.0, steps, 1.0)
+    before, own = held + poll_steps(load, burst) + turn[0], first if in_waves(load) else (0.0, steps, 1.0)
     return (own[0], own[1] + before, own[2] + turn[1]), before, turn
 
 

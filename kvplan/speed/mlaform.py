@@ -52,7 +52,7 @@ from dataclasses import replace
 
 from kvplan.core.releases import release_of
 from kvplan.hardware.facts import capability_of, vendor_of
-from kvplan.model.layers import Kind, decompressed
+from kvplan.model.layers import decompressed, has_mla
 from kvplan.speed.eras import engine_of, padded
 
 # Before 0.4.6 every backend: SGLang's DeepSeek attention through 0.4.5 takes forward_normal (decompressed) for an
@@ -157,7 +157,7 @@ def caches_latent(engine_key: str | None, version) -> bool:
 def as_run(spec, engine_key: str | None, version):
     """`spec` as `engine_key` at `version` runs it: an MLA model's layers decompressed to per-head K and V where the
     release predates the engine's MLA kernel (caches_latent; kvplan.model.layers.decompressed), else `spec` itself."""
-    if caches_latent(engine_key, version) or not any(layer.kind == Kind.MLA for layer in spec.layers):
+    if caches_latent(engine_key, version) or not has_mla(spec.layers):
         return spec
     pad_v = LATENT_FROM[engine_of(engine_key or "")][1]
     heads = spec.num_attention_heads

@@ -28,20 +28,20 @@ from __future__ import annotations
 
 import math
 
-from kvplan.speed.load import Load, at_rate, batch_and_mode, busy, first_wave, in_waves, later_request
+from kvplan.speed.load import Load, at_rate, busy, in_waves
 from kvplan.speed.wave import first_finish, prompts_a_step, shared_wave, wave_decode
 
 
-def stated(load: Load, b: float, g: float, cm: dict) -> dict:
+def stated(load: Load, mode: tuple, first: tuple, request: tuple, cm: dict) -> dict:
     """`cm` (combos' {metric: combo}) with its ttft and e2el combos the median request's where the load's figure is a
-    median (`Load.medians`), a burst's or a closed loop's (module docstring); as given elsewhere."""
+    median (`Load.medians`), a burst's or a closed loop's (module docstring); as given elsewhere. combos passes what it
+    priced them from: `mode` batch_and_mode's (B, c, burst), `first` first_wave's, `request` later_request's."""
     names = load.medians & {"ttft", "e2el"}
     if not names or at_rate(load) or load.bench != "serve":
         return cm
-    _, c, burst = batch_and_mode(load, None)
+    b, c, burst = mode
+    staggered, before, turn = request
     wb = max(1, round(b))
-    staggered, before, turn = later_request(load, b, g, burst)
-    first = first_wave(load, b)
     waits = (0.0, before, turn[1])  # a staggered request's waits before its prefill, in its E2E
 
     q = prompts_a_step(load.isl, load.chunk)

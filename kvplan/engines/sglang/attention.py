@@ -48,7 +48,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.versions import parse_version
 from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.model.compressed import has_compressed
-from kvplan.model.layers import IndexedMLA, Kind
+from kvplan.model.layers import IndexedMLA, Kind, has_mla
 from kvplan.engines.sglang.mamba import has_states
 from kvplan.speed.mlaform import AITER_HEADS, architecture_default, mla_heads_per_rank
 
@@ -108,10 +108,6 @@ FA4_ASYMMETRIC, FA4_PAGE = (0, 5, 17), 128  # K/V rows of two widths: fa4, page 
 TRTLLM_MHA_128 = (0, 5, 17)
 
 
-def _mla(model) -> bool:
-    return any(layer.kind == Kind.MLA for layer in model.layers)
-
-
 def sm100(gpu) -> bool:
     """An NVIDIA GPU of compute capability 10.x (SGLang's `is_sm100_supported`, the CUDA version aside)."""
     cap = capability_of(gpu)
@@ -127,13 +123,13 @@ def trtllm_mla_default(model, version: str) -> bool:
 
 def reads_capability(model, opts: dict, version: str) -> bool:
     """Whether this plan's page depends on the GPU's compute capability (a default trtllm_mla or trtllm_mha)."""
-    mla = _mla(model) and not _dsa(model) and trtllm_mla_default(model, version)
+    mla = has_mla(model.layers) and not _dsa(model) and trtllm_mla_default(model, version)
     return not opts.get("attention_backend") and (mla or _mha_default(model, version))
 
 
 def _mha_default(model, version: str) -> bool:
     """Whether `version` defaults this model without MLA to trtllm_mha on capability 10.x (module docstring)."""
-    if _mla(model) or not any(layer.kind in (Kind.FULL, Kind.SLIDING, Kind.CHUNKED) for layer in model.layers):
+    if has_mla(model.layers) or not any(la.kind in (Kind.FULL, Kind.SLIDING, Kind.CHUNKED) for la in model.layers):
         return False
     if has_states(model):
         return False  # a hybrid: its own SM100 backend, not read
@@ -208,7 +204,7 @@ def backend(model, gpu, version: str, opts: dict) -> tuple[str | None, str]:
                               "trtllm_mha, triton, or intel_xpu attention backend\")", EXIT_USAGE,
                               param="engine_opts", value=named, allowed=GEMMA4_BACKENDS)
         return named, f"attention_backend={named}"
-    if not _mla(model):
+    if not has_mla(model.layers):
         return _mha_backend(model, gpu, version)
     if _dsa(model):
         return None, ""
@@ -266,7 +262,7 @@ def _rocm_default(model, version: str, tp_size: int) -> tuple[bool, str]:
                           f"by {AITER_SCALE} past {AITER_CONTEXT:,} tokens of context; name it with "
                           f"{arg('engine_opts')} attention_backend=aiter or triton", EXIT_USAGE,
                           param="engine_opts", value="attention_backend")
-    if _mla(model):  # the config's KV heads over the whole --tp-size (DP attention's ranks too), as the speed side
+    if has_mla(model.layers):  # the config's KV heads over the whole --tp-size (DP attention's too), as the speed side
         kv, heads = model.mla_kv_heads or model.num_attention_heads, mla_heads_per_rank(model, tp_size)
         return heads in AITER_HEADS, (f"SGLang {version} defaults an MLA model with {heads} KV heads per rank "
                                       f"to aiter on ROCm (16 or 128: the config's {kv} num_key_value_heads over "

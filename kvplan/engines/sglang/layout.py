@@ -31,7 +31,7 @@ attn_tp = T // D ranks. kvplan's Deployment(tp, dp) is attn_tp = tp, T = tp x dp
 from __future__ import annotations
 
 from kvplan.engines.base import opt_bool, opt_int, parse_version
-from kvplan.engines.versions import release_post
+from kvplan.engines.versions import dotted, release_post
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.planning.layout import Placement
@@ -145,5 +145,5 @@ def check_pp(version: str, pp: int) -> None:
     """A one-line refusal of pipeline stages in a release without them (PP_FROM)."""
     if pp > 1 and release_post(version) < PP_FROM:
         raise KvplanError(f"{arg('pp')} {pp} with {arg('engine')} sglang {version}: SGLang has no pipeline "
-                          "parallelism before 0.4.6.post2 (its server arguments have no pp_size); give "
-                          f"{arg('engine_version')} 0.4.6.post2 or later", EXIT_USAGE, param="pp", value=pp)
+                          f"parallelism before {dotted(*PP_FROM)} (its server arguments have no pp_size); give "
+                          f"{arg('engine_version')} {dotted(*PP_FROM)} or later", EXIT_USAGE, param="pp", value=pp)

@@ -33,7 +33,7 @@ kvplan.engines.sglang.prefill_graph. 0.5.23 (wheel read) keeps the reserve under
 from __future__ import annotations
 
 from kvplan.engines.sglang import prefill_graph
-from kvplan.model.layers import Kind
+from kvplan.model.layers import has_mla
 
 MIB_PER_GRAPH = 8
 MLA_MIB = 1536
@@ -49,7 +49,7 @@ def capture_sizes(max_tokens: int) -> list[int]:
 def graph_mib(model, chunked: int) -> float:
     """MiB the default fraction reserves for a prefill CUDA graph SGLang keeps (module docstring): 1.5 GiB on MLA,
     else 8 MiB a captured size up to the chunked-prefill size."""
-    if any(layer.kind == Kind.MLA for layer in model.layers):
+    if has_mla(model.layers):
         return float(MLA_MIB)
     return float(MIB_PER_GRAPH * len(capture_sizes(chunked)))
 

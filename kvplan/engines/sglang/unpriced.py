@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from kvplan.engines.base import parse_version
 from kvplan.hardware.facts import capability_of, vendor_of
-from kvplan.model.layers import Kind
+from kvplan.model.layers import has_mla
 from kvplan.planning.plan_warnings import PlanWarning
 
 POST_CAPTURE_FROM = (0, 5, 16)
@@ -65,7 +65,7 @@ def warnings(model, gpu, tp_size: int, dp_attention: bool, version: str) -> tupl
     has it and the model could use it; FlashInfer's fusion workspace outside the budget, where SGLang turns it on."""
     out = []
     v = parse_version(version)
-    mla = any(layer.kind == Kind.MLA for layer in model.layers)
+    mla = has_mla(model.layers)
     if v >= POST_CAPTURE_FROM and vendor_of(gpu) == "NVIDIA" and not mla and not dp_attention:
         out.append(PlanWarning.literal(
             f"SGLang {version}'s post-capture KV sizing (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING) assumed off, its "

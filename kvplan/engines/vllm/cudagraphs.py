@@ -48,7 +48,7 @@ from kvplan.hardware.facts import vendor_of
 from kvplan.engines.vllm import awq_dequant
 from kvplan.engines.vllm.capture_list import capture_list, decode_sizes, grid, list_note
 from kvplan.engines.vllm.runner import graph_note
-from kvplan.model.layers import Kind
+from kvplan.model.layers import Kind, has_mla
 from kvplan.model.recurrent import recurrent_states
 from kvplan.planning.deploy import stage_ranges
 
@@ -244,7 +244,7 @@ def off_fa3_note(gpu, model=None) -> str | None:
     if cap is None or vendor_of(gpu) != "NVIDIA" or cap[0] == 9:
         return None
     backend = "FlashInfer" if cap[0] == 10 else "FlashAttention 2" if cap >= (8, 0) else "Triton attention"
-    if model is not None and any(getattr(la, "kind", None) == Kind.MLA for la in model.layers):
+    if model is not None and has_mla(model.layers):
         backend = "an MLA backend other than FA3's"
     misses = ", ".join(f"{pct:+d}% ({what})" for what, pct in OFF_FA3_TRAINING)
     return (f"CUDA-graph estimate off FlashAttention 3: on compute capability {cap[0]}.{cap[1]} vLLM's default "

@@ -23,7 +23,7 @@ from kvplan.engines.vllm.ssm_dtype import OPTS as STATE_OPTS, options as state_o
 from kvplan.engines.vllm.v0_chunked import chunk_budget
 from kvplan.engines.vllm.v0_fallback import fallback as v0_fallback, note as engine_note, runs_v1
 from kvplan.model.compressed import has_compressed
-from kvplan.model.layers import Kind
+from kvplan.model.layers import has_mla
 
 GIB = 2**30
 
@@ -144,8 +144,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     found = v0_fallback(v, model, gpu, dep.pp, _kv_flag(req, model), req.weight_dtype, getattr(req, "lora", None))
     v1 = runs_v1(v, found, use_v1)
     gmu = explicit.get("gpu_memory_utilization") or (0.92 if v >= (0, 20, 0) else 0.90)
-    has_mla = any(layer.kind == Kind.MLA for layer in model.layers)
-    block = explicit.get("block_size") or (64 if has_mla and v1 else 16)  # FlashMLA forces 64
+    mla = has_mla(model.layers)
+    block = explicit.get("block_size") or (64 if mla and v1 else 16)  # FlashMLA forces 64
     if has_compressed(model.layers):  # DeepSeek-V4's sparse FlashMLA: 256 only
         block = explicit.get("block_size") or V4_BLOCK
     mnbt, seqs = batch_defaults(v, gpu, engine_length(model, req), v1)
@@ -178,7 +178,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
                     host_growth=opt_shared_bytes(opts, "host_growth", 0, gpu),
                     page_cache=opt_shared_bytes(opts, "page_cache", None, gpu), max_model_len=engine_length(model, req),
                     v0_chunk_note=chunk_note, chunked_prefill_asked=asked, v0_chunked=chunk is not None,
-                    engine_note=engine_note(v, found, use_v1, v1, gpu, has_mla), use_v1=use_v1, mla_note=mla_note,
+                    engine_note=engine_note(v, found, use_v1, v1, gpu, mla), use_v1=use_v1, mla_note=mla_note,
                     **dict(zip(STATE_OPTS, state_options(opts, v))), ssm_dtype_read=read_ssm_dtype(model),
                     graph_shape=tuple(explicit.get("graph_shape") or ()), max_capture=asked_max(opts, v),
                     awq_forced=awq_forced(opts, model, req.weight_dtype, v))

@@ -37,7 +37,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.registry import canonical_engine
 from kvplan.engines.versions import dotted, parse_version
 from kvplan.hardware.facts import vendor_of
-from kvplan.model.layers import Kind
+from kvplan.model.layers import Kind, has_mla
 from kvplan.model.recurrent import recurrent_states
 
 LONG_CONTEXT = 32768  # `use_long_context = max_model_len > 32768`
@@ -76,7 +76,7 @@ def chunk_budget(v: tuple[int, ...], model, gpu, length: int, lora, asked: bool 
                           param="engine_opts", value={"enable_chunked_prefill": asked})
     if not v0:
         return None, ""
-    if any(layer.kind == Kind.MLA for layer in model.layers):  # kvplan.engines.vllm.v0_mla's rule
+    if has_mla(model.layers):  # kvplan.engines.vllm.v0_mla's rule
         if asked is not None:
             raise KvplanError(f"{arg('engine_opts')} enable_chunked_prefill is not modelled for an MLA model on vLLM's "
                               f"V0 (kvplan plans its unchunked profile)", EXIT_USAGE, param="engine_opts",

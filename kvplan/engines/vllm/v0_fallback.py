@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.versions import dotted
 from kvplan.hardware.facts import capability_of, vendor_of
-from kvplan.model.layers import Kind
+from kvplan.model.layers import has_mla
 from kvplan.model.recurrent import recurrent_states
 
 V1_DEFAULT = (0, 8, 0)  # the first release whose default engine is V1
@@ -86,7 +86,7 @@ def _kv_on_v1(v, model, gpu, kv: str) -> bool:
     fa3_fp8 = kv.startswith("fp8") and cap[0] == 9
     if v < (0, 10, 0):
         return fa3_fp8
-    mla = v >= (0, 10, 2) and any(layer.kind == Kind.MLA for layer in model.layers)
+    mla = v >= (0, 10, 2) and has_mla(model.layers)
     return mla or cap == (10, 0) or fa3_fp8
 
 

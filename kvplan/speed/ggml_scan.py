@@ -19,13 +19,16 @@ gfx1151 and calls it "latency bound rather than limited by bandwidth or arithmet
 Priced so: `SERIAL_STEP_S` a token for each Gated DeltaNet layer, whatever the GPU, carried as the FLOPs that time
 takes at the Shape's 16-bit rate (scan_flops: gemm_seconds divides the recurrent FLOPs by that rate), no coefficient
 of its own. What it leaves out, each making it a floor: the per-token chain runs at the GPU's clock and memory
-latency, which no profile carries (a GPU of a lower clock than the 5090's 2.407 GHz, or of 64-lane wavefronts,
-runs it slower); a grid of more blocks than the GPU holds at once (more value heads, or several sequences) runs in
-more than one wave; the microbenchmark's fixed part (24-28 us a call at 1 to 8 tokens) is the step's and layer's
-own terms' and the state's bytes (the `kv` term). The timing is the warp-a-column kernel of ggml-org/llama.cpp#20391
-(March 2026), the one llama.cpp ran from then until at least that PR; a later chunked kernel would run faster.
-KDA layers (the kernel's KDA branch, a gate a row) and Mamba-2's SSM_SCAN (kvplan.speed.recurrent) are not measured
-and stay unpriced.
+latency, which no profile carries (a GPU of a lower clock than the 5090's 2.407 GHz, or of 64-lane wavefronts, runs
+it slower); a grid of more blocks than the GPU holds at once (more value heads) runs in more than one wave. Where it
+may be high: every sequence's tokens are priced, as the tokens the GEMM term reads: a step's sequences run side by
+side in the grid, which one sequence of 32 value heads already about fills (1,024 blocks of 128 threads; an RTX
+4090's 128 SMs hold at most 1,536, at 1,536 threads an SM), so a batch of sequences is priced high only where one
+sequence's grid leaves the GPU idle (fewer value heads, more SMs). The microbenchmark's fixed part (24-28 us a call
+at 1 to 8 tokens) is the step's and layer's own terms' and the state's bytes (the `kv` term). The timing is the
+warp-a-column kernel of ggml-org/llama.cpp#20391 (March 2026), the one llama.cpp ran from then until at least that
+PR; a later chunked kernel would run faster. KDA layers (the kernel's KDA branch, a gate a row) and Mamba-2's
+SSM_SCAN (kvplan.speed.recurrent) are not measured and stay unpriced.
 """
 
 from __future__ import annotations

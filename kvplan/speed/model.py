@@ -229,14 +229,16 @@ def prefill_features(shape: Shape, isl: float, depth: float = 0.0, chunk: int = 
     """The prefill of `batch` requests of `isl` tokens each after `depth` cached ones, together in
     steps of `chunk` tokens, each a prefill batch; `request`: the fixed cost of each request counted (1) or not (0).
     Every pair a prefill query's; the cached tokens its steps attend to: a request in n = ceil(isl / chunk) chunks
-    has depth + j x isl / n cached at its j-th, n x depth + isl x (n - 1) / 2 over its chunks. The LM head runs for
-    the last position of each of a request's n chunks (kvplan.speed.terms.head_rows), not for its every token."""
+    has depth + j x isl / n cached at its j-th, n x depth + isl x (n - 1) / 2 over its chunks. Each chunk's attention
+    reads those cached tokens again, and half its own: the KV read is n x (depth + isl / 2) a request, a window's at
+    most a window a chunk (llama.cpp's micro-batches, one graph each over the cache's first n_kv cells:
+    docs/speed.md, "The cache read a micro-batch"). The LM head runs for the last position of each of a request's n
+    chunks (kvplan.speed.terms.head_rows), not for its every token."""
     steps = max(1, math.ceil(batch * isl / chunk))
     pairs, n = batch * isl * (depth + (isl + 1) / 2), max(1, math.ceil(isl / chunk))
-    rows = packed_rows(batch, isl, chunk, steps)
-    return features(shape, batch * isl, batch, batch * (depth + isl / 2), pairs, steps=steps, request=request * batch,
-                    prefill_steps=steps, prefill_pairs=pairs, prefill_context=batch * (n * depth + isl * (n - 1) / 2),
-                    sampled=rows, seq_steps=rows)
+    rows, before = packed_rows(batch, isl, chunk, steps), batch * (n * depth + isl * (n - 1) / 2)
+    return features(shape, batch * isl, batch, before + batch * isl / 2, pairs, steps=steps, request=request * batch,
+                    prefill_steps=steps, prefill_pairs=pairs, prefill_context=before, sampled=rows, seq_steps=rows)
 
 
 def packed_rows(batch: float, isl: float, chunk: int, steps: int) -> float:

@@ -259,13 +259,13 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
     `request`: requests admitted (their fixed cost); `prefill_steps`: how many of the steps are prefill batches;
     `sampled`: positions whose logits the LM head computes (None: one a sequence a step, head_rows); `seq_steps`:
     sequences scheduled summed over the steps (None: `seqs` in every step; a packed prefill's: model.packed_rows)."""
-    bw = s.bandwidth
+    bw, reads = s.bandwidth, seqs if seq_steps is None else seq_steps  # a window caps each step's read of a sequence
     sampled = head_rows(seqs, steps) if sampled is None else sampled
     kv = s.kv_bytes_per_token * context + 2 * s.state_bytes_per_seq * seqs  # a state is read and written back
     for bpt, window in s.kv_windows:
-        kv += bpt * min(context, seqs * window)
+        kv += bpt * min(context, reads * window)
     for bpt, k in s.kv_topk:  # of the bytes above, read for at most k tokens a sequence
-        kv -= bpt * max(0.0, context - seqs * k)
+        kv -= bpt * max(0.0, context - reads * k)
     capped = sum(f * max(0.0, pairs - tokens * k) for f, k in s.attn_topk)  # of the FLOPs below, at most k a query
     attn = (s.attn_flops_per_pair * (pairs - prefill_pairs) / s.bf16_rate + prefill_width(s) * prefill_pairs
             / (s.prefill_attn_rate or s.bf16_rate) - capped * capped_pair_seconds(s, pairs, prefill_pairs)

@@ -117,11 +117,13 @@ def test_a_chat_request_vllm_renders_through_harmony_skips_the_front_ends_templa
 
 
 def test_gpustacks_gpt_oss_pages_state_the_chat_endpoint_and_the_fit_reads_it(corpus):
-    # every block of GPUStack's gpt-oss pages ran `vllm bench serve --backend openai-chat --endpoint
-    # /v1/chat/completions` (the points' notes); vLLM's burst of 1,000 ShareGPT prompts there queues nothing in the
-    # front end, the same page's SGLang burst and GPUStack's Qwen3-14B vLLM burst (no endpoint stated) 1,000 requests
+    # every block of GPUStack's pages ran `vllm bench serve --backend openai-chat --endpoint /v1/chat/completions`
+    # (the points' notes); vLLM's burst of 1,000 ShareGPT prompts on a gpt-oss page queues nothing in the front end,
+    # the same page's SGLang burst and GPUStack's Qwen3-14B vLLM burst (a chat request rendered through the model's
+    # Jinja template) 1,000 requests
     vllm_oss = corpus[("gpustack-perflab-gpt-oss-120b-h100", "L88-vllm")]
     assert vllm_oss.load.endpoint == "chat"
+    assert corpus[("gpustack-perflab-qwen3-14b-h100", "L89-vllm")].load.endpoint == "chat"
     built, _ = build_all([vllm_oss, corpus[("gpustack-perflab-gpt-oss-120b-h100", "L119-sglang")],
                           corpus[("gpustack-perflab-qwen3-14b-h100", "L89-vllm")]], running)
     assert [ingress_queue(b.load) for b in built] == [0.0, 1000.0, 1000.0]

@@ -96,3 +96,38 @@ def test_a_closed_loop_in_waves_takes_the_median_of_each_wave_spread():
     cm, med = _both(load, ("ttft",))
     assert cm["ttft"][:3] == pytest.approx((2 / 3, 0.0, 0.0))
     assert med["ttft"][:3] == pytest.approx((0.5, 0.0, 0.0))
+
+
+def _drawn_burst(n: int, **kw) -> Load:
+    # n requests at once onto B = 3 slots, prompts of 2,048 tokens = the chunk, outputs drawn uniformly with mean 11
+    # and sglang.bench_serving's range ratio 0 (cv^2 = 1/3: kvplan.speed.spread.uniform_cv2), so on [0, 22]
+    # (osl -/+ osl sqrt(3 cv^2)); drawn lengths are replaced one at a time (G = 1): a later request's own TTFT is its
+    # one-step prefill, (0, 1, 1) of t_wave, t_dec, t_grp.
+    args = dict(isl=2048, osl=11, num_prompts=n, rate=float("inf"), cap=3, chunk=2048, drawn=True,
+                out_cv2=1 / 3, served=False, waves=True)
+    return Load(**{**args, **kw})
+
+
+def test_a_burst_of_drawn_lengths_frees_its_slots_at_the_first_wave_shortest_outputs():
+    # SGLang prefills the whole first wave before it decodes (`waves`), so no slot frees before t_wave; the r-th
+    # slot frees when the r-th shortest of the wave's 3 outputs ends: expected order statistic of 3 uniform draws on
+    # [0, 22], r / (3 + 1) x 22, less the first token the prefill gave. Median of 9: request 5, the 2nd later one
+    # (r = 2): t_wave (1 + (r - 1) / 3) for the wave and the one refill's prefill before it, 2 / 4 x 22 - 1 = 10
+    # decode steps, plus its own (0, 1, 1): (4/3, 11, 1).
+    cm, med = _both(_drawn_burst(9), ("ttft",))
+    assert med["ttft"][:3] == pytest.approx((4 / 3, 11.0, 1.0))
+    assert med["e2el"] == cm["e2el"]
+    # an engine that decodes inside the wave (no `waves`) keeps the staggered refill: (0, 1, 1) + 2 T,
+    # T = (t_wave + 11 t_dec) / 3
+    _, mixed = _both(_drawn_burst(9, waves=False), ("ttft",))
+    assert mixed["ttft"][:3] == pytest.approx((2 / 3, 1 + 22 / 3, 1.0))
+
+
+def test_a_drawn_burst_median_past_the_first_wave_ends_or_a_dataset_spread_keeps_the_refill():
+    # 21 requests: the median, request 11, takes the 8th slot freed, past the wave's 3 ends (a refilled request's end,
+    # not derived): (0, 1, 1) + 8 T = (8/3, 1 + 88/3, 1)
+    _, med = _both(_drawn_burst(21), ("ttft",))
+    assert med["ttft"][:3] == pytest.approx((8 / 3, 1 + 88 / 3, 1.0))
+    # ShareGPT's spread (cv^2 0.666) is no uniform law on lengths >= 0: request 5 keeps (0, 1, 1) + 2 T
+    _, share = _both(_drawn_burst(9, out_cv2=0.666), ("ttft",))
+    assert share["ttft"][:3] == pytest.approx((2 / 3, 1 + 22 / 3, 1.0))

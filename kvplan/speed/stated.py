@@ -15,7 +15,20 @@ figure follows from it with no new coefficient:
                       a later one (j > B) waits (j - B) x T for a slot, then its group's prefill (the staggered TTFT),
                       and, every request the same lengths, F1 (1 - r / B) longer, r = 1..B its turn among the slots
                       (kvplan.speed.wave.refill_delay); its E2E that wait, B x T and its waits before its prefill. A
-                      median inside the first wave takes the wave's mean E2E (its requests share their decode steps)
+                      median inside the first wave takes the wave's mean E2E (its requests share their decode steps).
+                      Drawn output lengths (`drawn`) from a uniform law (0 < cv^2 <= 1/3: a random range, [lo, hi] =
+                      osl (1 -/+ sqrt(3 cv^2)), kvplan.speed.load.drain_steps) on an engine that prefills the whole
+                      wave before it decodes (`waves`: kvplan.engines.scheduler.PREFILL_FIRST): no slot frees before
+                      t_wave, and the wave's outputs are B independent draws, since SGLang's waiting-queue order is
+                      blind to a request's output length (fcfs, or lpm / dfs-weight, which fall back to fcfs with the
+                      radix cache off and lpm past 128 waiting; only `lof` sorts by it:
+                      sgl-project/sglang@00550cd11b35def9d584bf761a1e32729c20a21d:
+                      python/sglang/srt/managers/schedule_policy.py `_validate_and_adjust_policy`,
+                      `_determine_active_policy`), so request j's slot, r = j - B <= B, frees when the wave's r-th
+                      shortest output ends: (1 + (r - 1) / B) x t_wave (the wave and the r - 1 refills' prefills before
+                      it, T's share each) + (lo + r / (B + 1) (hi - lo) - 1) x t_dec (the r-th of B uniform order
+                      statistics' expectation, less the prefill's first token), then its own prefill (`drawn_slot`);
+                      past the wave's B ends (a refilled request's end, not derived) the staggered refill stays
   closed loop of n    the first wave's B and n - B staggered requests of one TTFT (a SGLang wave's spread as the first
                       wave's), the staggered sorted below the wave's (a group's prefill is about the wave's first
                       step): the staggered TTFT where they are more than half, else the wave request's in the middle;
@@ -28,7 +41,7 @@ from __future__ import annotations
 
 import math
 
-from kvplan.speed.load import Load, at_rate, busy, in_waves
+from kvplan.speed.load import Load, at_rate, busy, drain_steps, in_waves
 from kvplan.speed.wave import first_finish, prompts_a_step, shared_wave, wave_decode
 
 
@@ -71,6 +84,9 @@ def _burst(load: Load, b: float, c: float, wave, staggered: tuple, waits: tuple,
     def at(name: str, i: int, w: int) -> tuple:
         if i <= w:
             return wave(i) if name == "ttft" else wave_e2e
+        slot = drawn_slot(load, i - w, w) if name == "ttft" else None
+        if slot:  # drawn lengths: its slot frees at the first wave's (i - w)-th end
+            return _add(staggered, slot)
         r = (i - w - 1) % w + 1
         own = staggered if name == "ttft" else _add(_scale(t, w), waits)
         return _add(_add(own, _scale(t, i - w)), _scale(f1, 1 - r / w))
@@ -94,6 +110,18 @@ def _closed(load: Load, b: float, wb: int, cm: dict, wave, staggered: tuple, wai
         return _add(base[name], waits if i > w else (0.0, 0.0, 0.0))  # the staggered sorted last
 
     return n, w, at
+
+
+def drawn_slot(load: Load, r: int, w: int) -> tuple | None:
+    """When the r-th slot of a burst's first wave of w frees, as (a, b, e) of t_wave, t_dec, t_grp, where the engine
+    prefills the whole wave before it decodes (`waves`) and output lengths are drawn from a uniform law (`drawn`,
+    0 < cv^2 <= 1/3; module docstring): the wave's prefill, the r - 1 refills' prefills before it (T's t_wave / w
+    each), and the r-th shortest of w outputs' decode steps after its first token, the expected order statistic
+    lo + r / (w + 1) (hi - lo) - 1 of the law on [lo, hi] = osl (1 -/+ sqrt(3 cv^2)). None elsewhere."""
+    if not (load.waves and load.drawn and 0 < load.out_cv2 <= 1 / 3) or not 1 <= r <= w:
+        return None
+    half = drain_steps(load, max(1.0, load.osl))
+    return 1.0 + (r - 1) / w, max(0.0, load.osl - half + r / (w + 1) * 2 * half - 1), 0.0
 
 
 def _median(n: int, at) -> tuple:

@@ -25,6 +25,7 @@ from kvplan.core.errors import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE, KvplanErr
 from kvplan.core.files import check_writable
 from kvplan.core.markup import one_line, plain, safe_stdout
 from kvplan.report.fitted import fitted_table
+from kvplan.report.text import plan_notes, plan_warnings
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 MAX_BATCH = 1_000_000  # concurrent requests: kvplan.planning.request.MAX_BATCH (not imported: fit's start-up)
@@ -216,15 +217,22 @@ def progress_bar(label: str, total: int, *, show: bool = True, eta: bool = False
         yield ProgressBar(bar, bar.add_task(label, total=total))
 
 
-def print_warnings(by_plan) -> None:
-    """Each warning once on stderr; one that only some of the plans have names them (`1 GPU: ...`)."""
+def print_plan_said(titled) -> None:
+    """What each (title, plan) says: its warnings, then its notes (PlanWarning.note), each once (print_warnings)."""
+    print_warnings([(t, plan_warnings(p)) for t, p in titled])
+    print_warnings([(t, plan_notes(p)) for t, p in titled], "note")
+
+
+def print_warnings(by_plan, level: str = "warning") -> None:
+    """Each warning (or, `level` "note", each plan note) once on stderr; one that only some of the plans have names
+    them (`1 GPU: ...`)."""
     seen: list[str] = []
     for _, warnings in by_plan:
         seen += [w for w in warnings if w not in seen]
     for w in seen:
         holders = [title for title, warnings in by_plan if w in warnings]
         where = "" if len(holders) == len(by_plan) else f"{', '.join(holders)}: "
-        stderr(f"warning: {where}{w}")
+        stderr(f"{level}: {where}{w}")
 
 
 def print_notes(resolved, engine=None) -> None:

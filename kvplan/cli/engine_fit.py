@@ -11,7 +11,7 @@ import typer
 
 from kvplan.cli import offload as tiers
 from kvplan.cli.speed_flags import calibrated_keys, plan_speed_notes
-from kvplan.cli._common import print_result, print_warnings, stderr
+from kvplan.cli._common import print_plan_said, print_result, stderr
 from kvplan.compare.candidates import smallest_fitting
 from kvplan.core.errors import EXIT_DOES_NOT_FIT
 from kvplan.core.units import plural
@@ -20,7 +20,7 @@ from kvplan.planning.deploy import MAX_SEARCH_GPUS, Deployment
 from kvplan.speed.plan import dp_step_note, plan_decode_seconds
 from kvplan.report.disagg import wrapped as command_lines
 from kvplan.report.explain import explain_lines, wrapped
-from kvplan.report.text import engine_to_dict, format_figure, plan_to_dict, plan_warnings, render_plans
+from kvplan.report.text import engine_to_dict, format_figure, plan_to_dict, render_plans
 from kvplan.report.fitted import fitted_table, print_stacked
 
 
@@ -50,7 +50,7 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
     results, titles, recommended = fit_results(spec, hw, dep, req, engine)
     plans = [r.plan for r in results]
     named = engine.label is not None  # a named engine: its own figures are shown too
-    print_warnings([(t, plan_warnings(r.plan)) for t, r in zip(titles, results)])
+    print_plan_said([(t, r.plan) for t, r in zip(titles, results)])
     if dep is None and recommended is None and getattr(spec, "speculative", None) is not None:
         stderr("note: with --speculative, layouts with pipeline parallelism are not planned (vLLM puts the whole "
                "drafter on the last stage); --gpus N plans tp × dp layouts")

@@ -96,7 +96,7 @@ def warnings(model, gpu, tp_size: int, dp_attention: bool, version: str) -> tupl
         out.append(PlanWarning.literal(
             f"SGLang {version}'s post-capture KV sizing (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING) assumed off, its "
             "default: set, SGLang re-sizes the token pool after CUDA-graph capture to the memory then free, which "
-            "kvplan does not price"))
+            "kvplan does not price", note=True))  # an assumption at the default, not a danger: a note
     if fusion_on(model, gpu, tp_size, dp_attention, version):
         out.append(PlanWarning.literal(
             f"SGLang {version} turns FlashInfer's all-reduce fusion on for {model.architecture} here: its workspace "

@@ -25,7 +25,6 @@ from kvplan.core.errors import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE, KvplanErr
 from kvplan.core.files import check_writable
 from kvplan.core.markup import one_line, plain, safe_stdout
 from kvplan.report.fitted import fitted_table
-from kvplan.report.text import plan_notes, plan_warnings
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 MAX_BATCH = 1_000_000  # concurrent requests: kvplan.planning.request.MAX_BATCH (not imported: fit's start-up)
@@ -215,12 +214,6 @@ def progress_bar(label: str, total: int, *, show: bool = True, eta: bool = False
     columns = [TextColumn(label), BarColumn(), MofNCompleteColumn()] + ([TimeRemainingColumn()] if eta else [])
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         yield ProgressBar(bar, bar.add_task(label, total=total))
-
-
-def print_plan_said(titled) -> None:
-    """What each (title, plan) says: its warnings, then its notes (PlanWarning.note), each once (print_warnings)."""
-    print_warnings([(t, plan_warnings(p)) for t, p in titled])
-    print_warnings([(t, plan_notes(p)) for t, p in titled], "note")
 
 
 def print_warnings(by_plan, level: str = "warning") -> None:

@@ -11,10 +11,11 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvplan.cli.engine_fit import print_plan_said
 from kvplan.cli.speed_flags import form_notes, plan_speed_notes, request_note
 from kvplan.cli._common import (
     ModelArg, BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt,
-    StepSpeedOpt, WeightDtypeOpt, cli_errors, grouped, print_plan_said, stderr,
+    StepSpeedOpt, WeightDtypeOpt, cli_errors, grouped, stderr,
 )
 from kvplan.cli.workload import SloPercentOpt, SloTpotOpt, SloTtftOpt, WorkloadFlags
 from kvplan.core.errors import EXIT_USAGE, KvplanError

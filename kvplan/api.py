@@ -3,7 +3,8 @@
 Each function takes the CLI's inputs as keyword arguments, named as the flags are (`context` is `--ctx`,
 `engine_opts` is `--engine-opt`) and with the same defaults, and returns the core's typed results
 (`Plan`, `SweepResult`, `Candidate`s, a `Simulation`). Nothing is printed: what the CLI says on stderr
-(where a model came from, the warnings) is in the results (`Plan.warnings`, `Plan.request.context_from_model`).
+(where a model came from, the warnings) is in the results (`Plan.warnings`, each a note where its `note` is set:
+an assumption at a stated default; `Plan.request.context_from_model`).
 Bad input raises `KvplanError`, whose `param`, `value` and `allowed` say which input is wrong and what
 would do, and whose message names the input by its keyword (the CLI's, by its flag).
 

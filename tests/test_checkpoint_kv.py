@@ -204,6 +204,7 @@ def test_trtllm_from_1_3_0rc19_follows_an_8_bit_float_scheme_of_any_strategy():
         assert rule.follows and "1.3.0rc19" in rule.why and "2a26169d" in rule.why
         req, warnings = resolve(rule, model, Request(context=8192, kv_auto=True))
         assert req.kv_dtype.name == "fp8" and [w.topic for w in warnings] == [KV_FOLLOWED]
+        assert warnings[0].note  # the engine's 'auto' as it ships: a note, not a warning
         assert warnings[0].message.startswith("KV cache fp8: the checkpoint declares kv_cache_scheme")
         assert 2 * 80 * 8 * 128 * req.kv_dtype.bytes_for(1) == FP8_TOKEN
         with pytest.raises(KvplanError, match="a 16-bit cache of this checkpoint has no setting"):
@@ -223,6 +224,7 @@ def test_a_dtype_asked_by_name_is_honoured_and_said(tmp_path):
     assert plan.kv_bytes_per_token == BF16_TOKEN
     assert _said(plan) == ["KV cache bf16 as asked, not the FP8 cache the checkpoint declares "
                            "(kv_cache_quant_algo FP8 in hf_quant_config.json)"]
+    assert not any(w.note for w in plan.warnings if "KV cache" in w.message)  # a departure asked: a warning
     assert _said(_plan(folder, "vllm", None, kv_dtype="fp8")) == []  # the declaration itself: nothing to say
 
 

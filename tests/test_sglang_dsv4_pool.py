@@ -168,7 +168,7 @@ def test_auto_is_sglangs_fp8_e4m3_with_a_note():
     eng = plan["engine"]
     assert plan["kv_dtype"] == "fp8" and eng["lines"]["bytes_per_full_token"] == "7,705.45 B"
     assert eng["tokens"] == int((eng["kv_memory_bytes_per_gpu"] - 2_715_811_840) / 7_705.45) // 256 * 256
-    assert any("auto is fp8_e4m3 for DeepSeek-V4" in w for w in plan["warnings"])
+    assert any("auto is fp8_e4m3 for DeepSeek-V4" in n for n in plan["notes"])  # the engine's default: a note
     emitted = CliRunner().invoke(app, [*FIT[:-4], "--engine", "sglang", "--engine-version", "0.5.15", "--ctx", "8k",
                                        "--emit", "sglang"]).stdout
     assert "--kv-cache-dtype fp8_e4m3" in emitted  # said, though SGLang's auto gives the same

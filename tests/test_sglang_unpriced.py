@@ -3,6 +3,8 @@ release, GPU, layout and architecture, as the PyPI wheels read in round 42 gate 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from kvplan.engines import resolve_engine
@@ -71,3 +73,42 @@ def test_the_fusion_note_leaves_the_pool_as_it_is():
     assert "SGLang 0.5.23 turns FlashInfer's all-reduce fusion on for DeepseekV3ForCausalLM" in said
     assert "not priced (the #tokens do not move)" in said
     assert plan.kv_cache_tokens == plan.kv_memory_bytes_per_gpu // ((512 + 64) * 2 * 61)
+
+
+H20, RTX5090 = find_gpu("h20"), find_gpu("rtx-5090")
+
+
+@pytest.mark.parametrize("model, gpu, tp, version, on", [
+    # each release's auto-enable as its wheel's server_args.py reads it (unpriced.py's docstring cites the lines)
+    ("deepseek-v3", B200, 8, "0.5.4", True),  # L879-895: DeepseekV3ForCausalLM on is_sm100_supported
+    ("deepseek-v3", H200, 8, "0.5.6", False),  # L1027-1035: still 10.x only
+    ("deepseek-v3", H200, 8, "0.5.7", True),  # L1470-1493: the list, on is_sm90_supported too
+    ("gpt-oss-120b", RTX5090, 2, "0.5.4", False),  # L928-932: is_sm100_supported, capability 10 only
+    ("gpt-oss-120b", RTX5090, 2, "0.5.5", True),  # L964-971: is_blackwell_supported, 10 or 12 (common.py L201-206)
+    ("gpt-oss-120b", RTX5090, 2, "0.5.7", True),  # L1487: is_sm90_supported() or is_blackwell_supported()
+    ("gpt-oss-120b", RTX5090, 2, "0.5.8", False),  # L1620: is_sm90_supported() or is_sm100_supported()
+    ("gpt-oss-120b", H100, 2, "0.5.6", False),  # gpt-oss on Hopper only from the 0.5.7 list
+    ("qwen3-30b-a3b", H100, 2, "0.5.6", False),
+    ("qwen3-30b-a3b", H100, 2, "0.5.7", True),
+    ("kimi-k2.5", H200, 8, "0.5.8", False),
+    ("kimi-k2.5", H200, 8, "0.5.9", True),  # L1672-1697
+    ("qwen3-next-80b-a3b-thinking", H100, 2, "0.5.10", False),
+    ("qwen3-next-80b-a3b-thinking", H100, 2, "0.5.11", True),  # L2320-2353
+    ("deepseek-v3.2", H200, 8, "0.5.10", False),  # DeepseekV32ForCausalLM joins in 0.5.11
+    ("deepseek-v3.2", H200, 8, "0.5.11", True),
+    ("deepseek-v3", H20, 8, "0.5.12", False),  # L2441: `"H20" in device_name and "H200" not in device_name`
+    ("deepseek-v3", H20, 8, "0.5.13", True),  # L2620-2651: the H20 test gone
+    ("deepseek-v3", H200, 8, "0.5.12", True),  # an H200 is not an H20
+    ("nvidia-nemotron-3-nano-30b-a3b-bf16", H100, 2, "0.5.13", False),
+    ("nvidia-nemotron-3-nano-30b-a3b-bf16", H100, 2, "0.5.14", True),  # L4294-4325
+])
+def test_fusion_follows_each_release(model, gpu, tp, version, on):
+    assert fusion_on(find_in_catalog(model), gpu, tp, False, version) is on
+
+
+def test_fusion_leaves_a_dsa_deepseek_v3_out_in_0_5_4_and_0_5_5_only():
+    # 0.5.4 L879 / 0.5.5 L899: `model_arch in ["DeepseekV3ForCausalLM"] and not is_deepseek_nsa(hf_config)`; 0.5.6
+    # moves the fusion to the block "common to all Deepseek MoE models" (L1027-1035), DSA or not
+    dsa = dataclasses.replace(find_in_catalog("deepseek-v3.2"), architecture="DeepseekV3ForCausalLM")
+    assert [fusion_on(dsa, B200, 8, False, v) for v in ("0.5.4", "0.5.5", "0.5.6")] == [False, False, True]
+    assert fusion_on(find_in_catalog("deepseek-v3"), B200, 8, False, "0.5.5") is True

@@ -216,15 +216,16 @@ def progress_bar(label: str, total: int, *, show: bool = True, eta: bool = False
         yield ProgressBar(bar, bar.add_task(label, total=total))
 
 
-def print_warnings(by_plan) -> None:
-    """Each warning once on stderr; one that only some of the plans have names them (`1 GPU: ...`)."""
+def print_warnings(by_plan, level: str = "warning") -> None:
+    """Each warning (or, `level` "note", each plan note) once on stderr; one that only some of the plans have names
+    them (`1 GPU: ...`)."""
     seen: list[str] = []
     for _, warnings in by_plan:
         seen += [w for w in warnings if w not in seen]
     for w in seen:
         holders = [title for title, warnings in by_plan if w in warnings]
         where = "" if len(holders) == len(by_plan) else f"{', '.join(holders)}: "
-        stderr(f"warning: {where}{w}")
+        stderr(f"{level}: {where}{w}")
 
 
 def print_notes(resolved, engine=None) -> None:

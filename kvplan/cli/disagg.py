@@ -11,10 +11,11 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvplan.cli.engine_fit import print_plan_said
 from kvplan.cli.speed_flags import form_notes, plan_speed_notes, request_note
 from kvplan.cli._common import (
     ModelArg, BlockSizeOpt, EngineSettingOpt, EngineVersionOpt, GmuOpt, GpuOpt, HwOpt, JsonOpt, KvDtypeOpt,
-    StepSpeedOpt, WeightDtypeOpt, cli_errors, grouped, print_warnings, stderr,
+    StepSpeedOpt, WeightDtypeOpt, cli_errors, grouped, stderr,
 )
 from kvplan.cli.workload import SloPercentOpt, SloTpotOpt, SloTtftOpt, WorkloadFlags
 from kvplan.core.errors import EXIT_USAGE, KvplanError
@@ -22,7 +23,7 @@ from kvplan.engines.disagg import pool_command, pool_files
 from kvplan.hardware.links import DEFAULT_LINK
 from kvplan.report.disagg import manifest, replica_counts, result_dict, text_lines, wrapped
 from kvplan.report.export import json_text
-from kvplan.report.text import dtype_words, plan_warnings
+from kvplan.report.text import dtype_words
 from kvplan.simulator.disagg_inputs import disagg_run
 from kvplan.speed.coverage import label
 
@@ -139,7 +140,7 @@ def _limit_notes(held: dict) -> list[str]:
     return [f"{role} replica: {line}" for role in ("prefill", "decode") for line in held[role].notes()]
 
 def _report(res, chosen, spec, as_json: bool, kind: Optional[str], gpu) -> None:
-    print_warnings([(p.role, plan_warnings(p.plan)) for p in (res.prefill, res.decode)])
+    print_plan_said([(p.role, p.plan) for p in (res.prefill, res.decode)])
     commands = {"prefill": pool_command(chosen, res.prefill_serve or res.prefill.result, spec, "prefill",
                                         res.prefill.holds, res.prefill.max_model_len),
                 "decode": pool_command(chosen, res.decode_serve or res.decode.result, spec, "decode",

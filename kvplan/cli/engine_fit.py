@@ -20,7 +20,7 @@ from kvplan.planning.deploy import MAX_SEARCH_GPUS, Deployment
 from kvplan.speed.plan import dp_step_note, plan_decode_seconds
 from kvplan.report.disagg import wrapped as command_lines
 from kvplan.report.explain import explain_lines, wrapped
-from kvplan.report.text import engine_to_dict, format_figure, plan_to_dict, plan_warnings, render_plans
+from kvplan.report.text import engine_to_dict, format_figure, plan_notes, plan_to_dict, plan_warnings, render_plans
 from kvplan.report.fitted import fitted_table, print_stacked
 
 
@@ -28,6 +28,13 @@ def engine_result(engine, spec, hw, dep, req):
     """One EngineResult of `dep` as `engine` allocates: `simulate` runs its scheduler on that KV pool
     and sizes offload tiers from the engine's own capacity figures."""
     return engine.result(spec, hw, dep, req)
+
+
+def print_plan_said(titled) -> None:
+    """What each (title, plan) says: its warnings, then its notes (PlanWarning.note), each once (print_warnings;
+    here, not in _common, which every command loads and which stays below the report layer)."""
+    print_warnings([(t, plan_warnings(p)) for t, p in titled])
+    print_warnings([(t, plan_notes(p)) for t, p in titled], "note")
 
 
 def fit_results(spec, hw, dep, req, engine):
@@ -50,7 +57,7 @@ def fit_report(spec, hw, dep, req, engine, *, emit_to, as_json, explain, check, 
     results, titles, recommended = fit_results(spec, hw, dep, req, engine)
     plans = [r.plan for r in results]
     named = engine.label is not None  # a named engine: its own figures are shown too
-    print_warnings([(t, plan_warnings(r.plan)) for t, r in zip(titles, results)])
+    print_plan_said([(t, r.plan) for t, r in zip(titles, results)])
     if dep is None and recommended is None and getattr(spec, "speculative", None) is not None:
         stderr("note: with --speculative, layouts with pipeline parallelism are not planned (vLLM puts the whole "
                "drafter on the last stage); --gpus N plans tp × dp layouts")

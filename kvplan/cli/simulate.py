@@ -33,7 +33,7 @@ from kvplan.planning.deploy import Deployment
 from kvplan.report.export import json_text
 from kvplan.report.offload import offload_dict
 from kvplan.report.simulation import document, pool_stage, render_html, summary_lines, write_series_csv
-from kvplan.report.text import dtype_words, plan_warnings
+from kvplan.report.text import dtype_words, plan_notes, plan_warnings
 from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.capacity import STEADIER_SHARE, UNSTEADY_SHARE, Target, max_rate, ramp_share
 from kvplan.simulator.limits import scheduler_limits
@@ -292,7 +292,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
                  + (f" as {chosen.label} sizes it" if chosen.label else "")
                  + f", pages of {sim.block_size} token{'s' if sim.block_size != 1 else ''}, requests up to "
                  f"{sim.max_model_len:,} tokens; {dtype_words(p, spec, hw)}")
-    notes += [f"warning: {w}" for w in plan_warnings(p)]
+    notes += [f"warning: {w}" for w in plan_warnings(p)] + [f"note: {w}" for w in plan_notes(p)]
     notes += plan_speed_notes(speed, speed_engine, chosen.version, spec, hw, [p]) + request_note(speed, speed_engine)
     notes += form_notes([p], lambda _: spec, lambda _: hw, speed_engine, speed_version)
     if not (sim.all_full and not sim.state_bytes):

@@ -75,7 +75,7 @@ def resolve(rule: KvRule, model, req: Request) -> tuple[Request, tuple[PlanWarni
         dt = KV_DTYPES[ckv.dtype]
         return (replace(req, kv_dtype=dt),
                 (PlanWarning.literal((f"KV cache {dt.name}: the checkpoint declares {declared} and {rule.why}"),
-                                     topic=KV_FOLLOWED),))
+                                     topic=KV_FOLLOWED, note=True),))  # the engine's 'auto' as it ships: a note
     asked = cache_dtypes(req, model)[0]
     if rule.refuse_16bit and asked.name in ("bf16", "fp16", "fp32"):
         raise KvplanError(f"{arg('kv_dtype')} {asked.name}: {rule.refuse_16bit}", EXIT_USAGE, param="kv_dtype",

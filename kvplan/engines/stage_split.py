@@ -130,7 +130,7 @@ def said(dep: Deployment) -> tuple[PlanWarning, ...]:
         return ()
     sizes = ",".join(map(str, dep.stage_layers))
     return (PlanWarning(f"layers per pipeline stage {sizes}{dep.stage_from or ' as given'}; memory is the binding "
-                        "stage's"),)
+                        "stage's", note=True),)  # where the cut came from: a note, not a danger
 
 
 def _refused(value: str, problem: str) -> KvplanError:

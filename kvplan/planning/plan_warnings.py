@@ -1,4 +1,5 @@
-"""What a plan warns about, as data: `PlanWarning` (a message with raw integer fields the edge formats), the
+"""What a plan warns about, as data: `PlanWarning` (a message with raw integer fields the edge formats; a `note` where
+it states an assumption at a default, not a danger), the
 warnings on a weight dtype override and an assumed int4 group, on a GPU's memory figure (a tool's total, unified
 memory), and the topics an engine's own, more exact wording replaces.
 """
@@ -33,6 +34,9 @@ class PlanWarning(NamedTuple):
     # what the warning is about, where an engine states the same assumption more exactly (UNIFIED): the plan
     # then leaves out its own general wording, so each assumption is said once
     topic: str = ""
+    # an assumption at a stated default (an engine's own layer split, an option off as it ships), printed `note:`;
+    # a warning proper is what may make a figure wrong or asks the user to act
+    note: bool = False
 
     @classmethod
     def literal(cls, text: str, **kw) -> "PlanWarning":

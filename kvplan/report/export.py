@@ -124,6 +124,7 @@ ROW_KEYS = (
     "kv_pool_tokens_per_deployment", "request_tokens_at_context", "max_concurrency", "max_context",
     "max_context_limited_by", "context_limit", "fits", "binds", "decode_step_seconds",
     "decode_tokens_per_second", "decode_tokens_per_second_per_request", "speculative", "warnings",
+    "notes",
     "decode_step_seconds_calibrated", "decode_tokens_per_second_calibrated",
     "decode_tokens_per_second_per_request_calibrated", *PRICE_KEYS,
 )

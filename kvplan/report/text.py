@@ -68,7 +68,13 @@ def format_warning(warning) -> str:
 
 
 def plan_warnings(plan: Plan) -> list[str]:
-    return [format_warning(w) for w in plan.warnings]
+    """The plan's warnings proper (what may make a figure wrong or asks the user to act), as people read them."""
+    return [format_warning(w) for w in plan.warnings if not w.note]
+
+
+def plan_notes(plan: Plan) -> list[str]:
+    """The plan's assumptions at stated defaults (PlanWarning.note), as people read them."""
+    return [format_warning(w) for w in plan.warnings if w.note]
 
 
 def checkpoint_kv_state(plan: Plan, model) -> str | None:
@@ -173,7 +179,7 @@ def plan_to_dict(plan: Plan, model, nested: bool = True, rank: int | None = None
         "decode_tokens_per_second": plan.decode_tokens_per_second,
         "decode_tokens_per_second_per_request": (1 / plan.decode_step_seconds) if plan.decode_step_seconds else 0.0,
         "speculative": _speculative(plan, model) if nested else None,
-        "warnings": plan_warnings(plan),
+        "warnings": plan_warnings(plan), "notes": plan_notes(plan),
     }
     if r.lora is not None:  # the adapters the engine keeps room for, and what it reserves per GPU
         row["lora"], row["lora_bytes_per_gpu"] = r.lora.text, r.lora_bytes

@@ -181,7 +181,7 @@ def served(model, gpu, version: str, req):
         return req, ()
     note_ = PlanWarning(f"KV cache fp8: SGLang {version}'s kv_cache_dtype auto is fp8_e4m3 for DeepSeek Sparse "
                         f"Attention on compute capability {cap[0]} (_dsa_kv_cache_dtype_default: >= 10)",
-                        topic=KV_ENGINE_AUTO)
+                        topic=KV_ENGINE_AUTO, note=True)  # the engine's own default: a note
     return dataclasses.replace(req, kv_dtype=KV_DTYPES["fp8"]), (note_,)
 
 

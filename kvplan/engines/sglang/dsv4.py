@@ -200,7 +200,7 @@ def auto_cache(model, req):
         return req, ()
     note = PlanWarning("KV cache fp8: SGLang's kv_cache_dtype auto is fp8_e4m3 for DeepSeek-V4 (its "
                        "_deepseek_v4_kv_cache_dtype override; the pool on CUDA holds fp8 latents only)",
-                       topic=KV_ENGINE_AUTO)
+                       topic=KV_ENGINE_AUTO, note=True)  # the engine's own default: a note
     return dataclasses.replace(req, kv_dtype=KV_DTYPES["fp8"]), (note,)
 
 

@@ -10,54 +10,80 @@ re-sized after CUDA-graph capture, and FlashInfer's all-reduce fusion workspace 
   pre_model_load_memory x (1 - mem_fraction_static), capped at the count sized before capture (0.5.23
   `model_executor/model_runner_components/kv_pool_runtime.py` compute_post_capture_kv_resize L59-150): what capture
   took, measured at start-up, comes off #tokens. kvplan plans the default (off), where its #tokens is exact.
-* FlashInfer's all-reduce fusion (`--enable-flashinfer-allreduce-fusion` from 0.4.9, off): on by default for
-  GptOssForCausalLM on capability 10.x without DP attention in 0.5.3 (`server_args.py` L750-755; the releases up to
-  0.5.15.post1 are planned by 0.5.3's rule, not read), and from 0.5.16 for a list of architectures (FUSION below) on
-  capability 9.x or 10.x at tp > 1 without DP attention, on one node or 10.x, with no MoE all-to-all (0.5.16
-  `arg_groups/overrides.py` L1515-1555, 0.5.18 L1961-2001, 0.5.20 L1000-1046, 0.5.23 L929-999, which also picks
-  CuTeDSL's for MiMo-V2 on 10.x). Its workspace (`layers/flashinfer_comm_fusion.py`, 0.5.23 L253-317: a buffer of
-  tp x max_token_num x hidden x 2 B, flags and three Lamport buffers of up to tp x max_token_num x hidden x 2 B, each
-  rounded to 2 MiB and then to the driver's allocation and multicast granularity; max_token_num 2,048, one workspace
-  for the attention group and one for the MoE group) is created by the graph runners' warm-up, after the pool
-  (0.5.23 `model_executor/runner/base_runner.py` L329-333): the budget does not see it, so #tokens stays exact, and
-  the 1 - mem_fraction_static headroom must hold it. Its size rests on the FlashInfer build and the driver's
-  granularity, not on SGLang's source: not priced, said where SGLang turns it on.
+* FlashInfer's all-reduce fusion (`--enable-flashinfer-allreduce-fusion` from 0.4.9, off): SGLang turns it on by
+  itself where FUSION below says, read release by release in the PyPI wheels (`server_args.py` unless said; every rule
+  also needs tp > 1, the workspace being made only then, `flashinfer_comm_fusion.py` ensure_workspace_initialized
+  `world_size <= 1: return False`, 0.5.3 L105-107, and no DP attention):
+  0.5.3 GptOssForCausalLM on capability 10.x (L750-755); 0.5.4 DeepseekV3ForCausalLM too, on 10.x, unless its config
+  is DSA (`not is_deepseek_nsa`, L879-895; gpt-oss L928-932); 0.5.5 gpt-oss on 10.x or 12.x (`is_blackwell_supported`,
+  `utils/common.py` L201-206; L964-971), DeepSeek as in 0.5.4 (L899-915); 0.5.6 both on one node only, DeepSeek-V3
+  with or without DSA (L1027-1035, L1086-1093); 0.5.7 one list (DeepseekV3, GptOss, Glm4Moe, Qwen3Moe) on 9.x, 10.x or
+  12.x, one node, no MoE all-to-all, not an H20 (`"H20" in device_name and "H200" not in`, L1470-1493); 0.5.8 9.x or
+  10.x only, Glm4MoeLite added (L1600-1626); 0.5.9 KimiK25 (L1672-1697); 0.5.10 Qwen3.5 and its MoE (L2080-2110);
+  0.5.11 DeepseekV32, GlmMoeDsa, Qwen3Next (L2320-2353); 0.5.12 InternS2Preview (L2440-2468); 0.5.13 MistralLarge3,
+  the H20 no longer left out (L2620-2651); 0.5.14 Qwen3VLMoe, NemotronH and its Puzzle, and more than one node on
+  10.x (L4294-4325; 0.5.15 `arg_groups/overrides.py` L1350-1395, the same); 0.5.16 as 0.5.14 (`arg_groups/overrides.py`
+  L1515-1555), 0.5.18 DeepSeek-V4 (L1961-2001), 0.5.20 L1000-1046, 0.5.23 L929-999, which also picks CuTeDSL's for
+  MiMo-V2 on 10.x. kvplan plans one node. Its workspace (`layers/flashinfer_comm_fusion.py`, 0.5.23 L253-317, and
+  0.5.11 L191-249 the same: a buffer of tp x max_token_num x hidden x 2 B, flags and three Lamport buffers of up to
+  tp x max_token_num x hidden x 2 B, each rounded to 2 MiB and then to the driver's allocation and multicast
+  granularity; max_token_num 2,048 in every release, `layers/communicator.py` FUSE_ALLREDUCE_MAX_BATCH_SIZE, 0.5.3
+  L65, 0.5.14 L160; one workspace for the attention group and one for the MoE group in 0.5.23) is created by the
+  graph runners' warm-up, after the pool (0.5.23 `model_executor/runner/base_runner.py` L329-333): the budget does not
+  see it, so #tokens stays exact, and the 1 - mem_fraction_static headroom must hold it. Its size rests on the
+  FlashInfer build and the driver's granularity, not on SGLang's source: not priced, said where SGLang turns it on.
 """
 
 from __future__ import annotations
 
 from kvplan.engines.base import parse_version
+from kvplan.engines.sglang.dsa import is_dsa
 from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.model.layers import has_mla
 from kvplan.planning.plan_warnings import PlanWarning
 
 POST_CAPTURE_FROM = (0, 5, 16)
-GPT_OSS_FROM = (0, 5, 3)
-_ARCHS = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "GptOssForCausalLM", "GlmMoeDsaForCausalLM",
-          "Glm4MoeForCausalLM", "Glm4MoeLiteForCausalLM", "MistralLarge3ForCausalLM", "Qwen3MoeForCausalLM",
-          "Qwen3VLMoeForConditionalGeneration", "Qwen3NextForCausalLM", "KimiK25ForConditionalGeneration",
-          "Qwen3_5MoeForConditionalGeneration", "InternS2PreviewForConditionalGeneration",
-          "Qwen3_5ForConditionalGeneration", "NemotronHForCausalLM", "NemotronHPuzzleForCausalLM")
-# release -> the architectures its auto-enable reads (the newest row at or below a release applies)
-FUSION = (((0, 5, 23), frozenset(_ARCHS) | {"DeepseekV4ForCausalLM", "NemotronH_Omni_Reasoning_V3",
-                                             "Qwen4ExpForConditionalGeneration", "MiMoV2FlashForCausalLM"}),
-          ((0, 5, 20), frozenset(_ARCHS) | {"DeepseekV4ForCausalLM", "NemotronH_Omni_Reasoning_V3",
-                                             "Qwen4ExpForConditionalGeneration"}),
-          ((0, 5, 18), frozenset(_ARCHS) | {"DeepseekV4ForCausalLM"}),
-          ((0, 5, 16), frozenset(_ARCHS)))
+_V3, _OSS = "DeepseekV3ForCausalLM", "GptOssForCausalLM"
+_LIST7 = frozenset({_V3, _OSS, "Glm4MoeForCausalLM", "Qwen3MoeForCausalLM"})
+_LIST9 = _LIST7 | {"Glm4MoeLiteForCausalLM", "KimiK25ForConditionalGeneration"}  # Glm4MoeLite from 0.5.8
+_LIST11 = _LIST9 | {"Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration",  # these two from 0.5.10
+                    "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM", "Qwen3NextForCausalLM"}
+_LIST13 = _LIST11 | {"InternS2PreviewForConditionalGeneration", "MistralLarge3ForCausalLM"}  # InternS2 from 0.5.12
+_ARCHS = _LIST13 | {"Qwen3VLMoeForConditionalGeneration", "NemotronHForCausalLM", "NemotronHPuzzleForCausalLM"}
+_NEW = frozenset({"DeepseekV4ForCausalLM", "NemotronH_Omni_Reasoning_V3", "Qwen4ExpForConditionalGeneration"})
+
+
+def _each(archs, majors=(9, 10)) -> dict:
+    return dict.fromkeys(archs, majors)
+
+
+# release -> ({architecture: capability majors} its auto-enable reads, whether it leaves the H20 out); the newest row
+# at or below a release applies (module docstring). 0.5.4-0.5.5's DeepSeek-V3 without DSA: `_no_dsa`.
+FUSION = (((0, 5, 23), _each(_ARCHS | _NEW | {"MiMoV2FlashForCausalLM"}), False),
+          ((0, 5, 20), _each(_ARCHS | _NEW), False), ((0, 5, 18), _each(_ARCHS | {"DeepseekV4ForCausalLM"}), False),
+          ((0, 5, 14), _each(_ARCHS), False), ((0, 5, 13), _each(_LIST13), False),
+          ((0, 5, 12), _each(_LIST13 - {"MistralLarge3ForCausalLM"}), True), ((0, 5, 11), _each(_LIST11), True),
+          ((0, 5, 10), _each(_LIST11 - {"DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM", "Qwen3NextForCausalLM"}),
+           True),
+          ((0, 5, 9), _each(_LIST9), True), ((0, 5, 8), _each(_LIST9 - {"KimiK25ForConditionalGeneration"}), True),
+          ((0, 5, 7), _each(_LIST7, (9, 10, 12)), True), ((0, 5, 5), {_V3: (10,), _OSS: (10, 12)}, False),
+          ((0, 5, 4), {_V3: (10,), _OSS: (10,)}, False), ((0, 5, 3), {_OSS: (10,)}, False))
+_NO_DSA = ((0, 5, 4), (0, 5, 6))  # [from, to): DeepseekV3ForCausalLM only where its config is not DSA
 
 
 def fusion_on(model, gpu, tp_size: int, dp_attention: bool, version: str) -> bool:
     """Whether SGLang `version` turns FlashInfer's all-reduce fusion on by itself for this model and GPU."""
     cap, v = capability_of(gpu), parse_version(version)
-    if vendor_of(gpu) != "NVIDIA" or cap is None or tp_size < 2 or dp_attention or v < GPT_OSS_FROM:
+    if vendor_of(gpu) != "NVIDIA" or cap is None or tp_size < 2 or dp_attention or v < FUSION[-1][0]:
         return False
-    if v < POST_CAPTURE_FROM:
-        return model.architecture == "GptOssForCausalLM" and cap[0] == 10
-    archs = next(a for since, a in FUSION if v >= since)
+    archs, no_h20 = next((a, h) for since, a, h in FUSION if v >= since)
+    if no_h20 and "H20" in (name := getattr(gpu, "device_name", None) or "") and "H200" not in name:
+        return False  # flashinfer-ai/flashinfer#2204, read on the torch name (the profile's device_name)
+    if _NO_DSA[0] <= v < _NO_DSA[1] and model.architecture == _V3 and is_dsa(model):
+        return False
     if model.architecture == "MiMoV2FlashForCausalLM":  # CuTeDSL's: 10.x, bf16, tp 2, 4, 8 or 16 (SUPPORTED_TP_SIZES)
         return model.architecture in archs and cap[0] == 10 and model.dtype == "bf16" and tp_size in (2, 4, 8, 16)
-    return model.architecture in archs and cap[0] in (9, 10)
+    return cap[0] in archs.get(model.architecture, ())
 
 
 def warnings(model, gpu, tp_size: int, dp_attention: bool, version: str) -> tuple[PlanWarning, ...]:
@@ -70,7 +96,7 @@ def warnings(model, gpu, tp_size: int, dp_attention: bool, version: str) -> tupl
         out.append(PlanWarning.literal(
             f"SGLang {version}'s post-capture KV sizing (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING) assumed off, its "
             "default: set, SGLang re-sizes the token pool after CUDA-graph capture to the memory then free, which "
-            "kvplan does not price"))
+            "kvplan does not price", note=True))  # an assumption at the default, not a danger: a note
     if fusion_on(model, gpu, tp_size, dp_attention, version):
         out.append(PlanWarning.literal(
             f"SGLang {version} turns FlashInfer's all-reduce fusion on for {model.architecture} here: its workspace "

@@ -186,7 +186,7 @@ class Vllm(Engine):
         states = vllm_ssm.assumption(model, st)  # the recurrent states' types (kvplan.engines.vllm.ssm_dtype)
         ba = gdn_ba.note(model, dep.tp, st.v, gpu, st.weight_dtype, stage_ranges(model, dep))  # in_proj_ba whole
         return (*facts, *(w._replace(topic=UNIFIED) for w in uma.warnings(gpu, st)),
-                *([PlanWarning(states)] if states else []), *plan_notes.release_notes(st), *ba,
+                *states, *plan_notes.release_notes(st), *ba,
                 *plan_notes.refined(model, dep, st), *moe_padding.note(model, dep, st),
                 *plan_notes.marlin(model, dep, st),
                 *self._eager())

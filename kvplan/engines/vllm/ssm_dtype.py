@@ -29,6 +29,7 @@ from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.options import opt_choice
 from kvplan.model.recurrent import recurrent_states, ssm_as
+from kvplan.planning.plan_warnings import PlanWarning
 
 OPTS = ("mamba_cache_dtype", "mamba_ssm_cache_dtype")
 SINCE = (0, 11, 0)  # the first release whose options kvplan has read
@@ -106,11 +107,18 @@ def check(model, st) -> None:
                           param="engine_opts", value={"mamba_cache_dtype": "float32"})
 
 
-def assumption(model, st) -> str:
-    """The line a plan prints for a model with recurrent states: the types it holds them in, and why."""
+def assumption(model, st) -> tuple[PlanWarning, ...]:
+    """What a plan says of a model with recurrent states: the types vLLM holds them in, and why; a note, but a
+    warning where the speed fit priced other types or the release may not run the model (`_line`)."""
+    line, doubt = _line(model, st)
+    return (PlanWarning.literal(line, note=not doubt),) if line else ()
+
+
+def _line(model, st) -> tuple[str, bool]:
+    """(the types' line, whether it says something that may make a figure wrong); ("", False) without states."""
     states = _states(model)
     if not states:
-        return ""
+        return "", False
     layer = states[0]
     conv = (conv_dtype(model, st) or canonical_kv_dtype("auto", model.dtype)).name
     ssm = pool_ssm_dtype(model, st) or layer.ssm_dtype or conv
@@ -120,13 +128,14 @@ def assumption(model, st) -> str:
     if layer.variant in ONE_STATE:  # a single state (a conv window; lightning attention's) in mamba_cache_dtype
         unread = ", mamba_ssm_cache_dtype not read for this kind" if flag != "auto" else ""
         return (f"vLLM {st.version} holds the {layer.variant} states in {conv} (mamba_cache_dtype "
-                f"{st.mamba_cache_dtype}{unread})")
+                f"{st.mamba_cache_dtype}{unread})"), False
     line = (f"vLLM {st.version} holds the {layer.variant} states' conv part in {conv} (mamba_cache_dtype "
             f"{st.mamba_cache_dtype}) and the recurrent part in {ssm} ({_why(layer, st, flag, read)})")
-    if layer.variant in FOLLOWS and ssm != (read or conv):
+    priced_other = layer.variant in FOLLOWS and ssm != (read or conv)
+    if priced_other:
         line += (f"; the speed fit priced vLLM's corpus runs in the reader's {read or conv} (docs/speed.md, "
                  "'Recurrent states')")
-    return line
+    return line, priced_other or (layer.variant == "gated_deltanet" and st.v < GDN_SSM and bool(read))
 
 
 def _why(layer, st, flag: str, read: str) -> str:

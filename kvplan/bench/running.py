@@ -50,7 +50,8 @@ from kvplan.model.recurrent import recurrent_states
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
 from kvplan.speed.cohort import cohort
-from kvplan.speed.corpus import DP_ATTENTION, PER_RANK_LIMIT, attention_dp, one_engine_dp, prefill_graph_off
+from kvplan.speed.corpus import (DP_ATTENTION, PER_RANK_LIMIT, PREFILL_GRAPH_ON, attention_dp, one_engine_dp,
+                                  prefill_graph_off, prefill_graph_on)
 from kvplan.speed.shape import weight_dtype_of
 
 # the corpus's flag spellings (dashes read as underscores) that are engine options, per engine
@@ -215,7 +216,11 @@ def case_prefill_graph(case, spec, gpu) -> bool:
     kvplan.engines.sglang.prefill_graph.decide, the rule its memory reserve follows). False under a run that states
     --disable-piecewise-cuda-graph, for an engine without such a graph, or a setting its rules refuse; a run that states
     no release kvplan reads ("main branch (as stated)") is read as the speed eras read it: the engine's current release
-    where its era is the current one (as a plan's unstated release), not told (False) in an older era."""
+    where its era is the current one (as a plan's unstated release), not told (False) in an older era. TensorRT-LLM's
+    piecewise graph is off by default: True where the run turns it on with a capture list that reaches its step budget
+    (kvplan.speed.corpus.prefill_graph_on)."""
+    if case.engine in PREFILL_GRAPH_ON:
+        return prefill_graph_on(case)
     if prefill_graph_off(case):  # the engines whose request step tells (SGLang's by release), unless a run turns it off
         return False
     version = case.version if case.version and release_of(case.version) else None

@@ -37,10 +37,10 @@ from kvplan.core.releases import release_of
 from kvplan.engines import configure, engine_class
 from kvplan.engines.joining import joins_after_prefill
 from kvplan.engines.capacity_policy import preempts_on_growth
-from kvplan.engines.scheduler import (balance_iters, budget_bound, limits, lockstep_mixed, lockstep_workers,
-                                      mixed_chunk, model_limits, poll_wait_steps, prefill_first_release,
-                                      resident_context, runs_waves, shares_budget, whole_prompt_budget,
-                                      worker_chunk)
+from kvplan.engines.scheduler import (balance_iters, batch_wait_opts, budget_bound, limits, lockstep_mixed,
+                                      lockstep_workers, mixed_chunk, model_limits, poll_wait_steps,
+                                      prefill_first_release, resident_context, runs_waves, shares_budget,
+                                      whole_prompt_budget, worker_chunk)
 from kvplan.engines.trtllm.bench import BUILD_FRACTION as TRTLLM_BUILD_FRACTION, KV_FRACTION as TRTLLM_KV_FRACTION
 from kvplan.engines.trtllm.bench import bench_settings as trtllm_bench_settings
 from kvplan.engines.vllm.defaults import ENGINE_CONTEXT, LLM_CLASS
@@ -50,7 +50,8 @@ from kvplan.model.recurrent import recurrent_states
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
 from kvplan.speed.cohort import cohort
-from kvplan.speed.corpus import DP_ATTENTION, PER_RANK_LIMIT, attention_dp, one_engine_dp, prefill_graph_off
+from kvplan.speed.corpus import (DP_ATTENTION, PER_RANK_LIMIT, PREFILL_GRAPH_ON, attention_dp, one_engine_dp,
+                                  prefill_graph_off, prefill_graph_on)
 from kvplan.speed.shape import weight_dtype_of
 
 # the corpus's flag spellings (dashes read as underscores) that are engine options, per engine
@@ -115,6 +116,7 @@ class Running(NamedTuple):
     lock_mixed: bool = False  # their prefill chunks ride in decode steps (kvplan.engines.scheduler.lockstep_mixed)
     recompute: float = 0.0  # prompt prefills a request redoes after a preemption (kvplan.speed.cohort)
     balance: tuple | None = None  # attention-DP balancing's (timeout, batching wait) iterations (case_balance)
+    batch_wait: tuple | None = None  # batch waiting's (timeout iterations, max tokens ratio): batch_wait_opts
     poll_wait: float = 0.0  # decode steps an arriving request waits for the scheduler's next poll (case_poll_wait)
     packed: bool = False  # a prefill step packs whole prompts up to `chunk`, the server's length (case_packed)
     ssm_dtype: str = ""  # the dtype the engine's state pool holds the recurrent states in (case_ssm_dtype)
@@ -194,18 +196,18 @@ def case_poll_wait(case) -> float:
 def running(case, spec, gpu) -> Running | None:
     """The engine's running cap and prefill chunk for a corpus case (kvplan.speed.corpus.Case) on `spec`
     and `gpu`, one replica's, or None where the engine's rules do not take the setting (attention-DP ranks); with
-    its attention-DP balancing (`case_balance`), its scheduler's polling wait (`case_poll_wait`), its state pool's
-    dtype (`case_ssm_dtype`) and when a request joins its running batch (kvplan.engines.joining.joins_after_prefill)
-    wherever they apply, sized or not (scheduler rules and the pool's type, not memory)."""
+    its attention-DP balancing (`case_balance`), batch waiting (batch_wait_opts), its scheduler's polling wait
+    (`case_poll_wait`), its state pool's dtype (`case_ssm_dtype`) and when a request joins its running batch
+    (joins_after_prefill) wherever they apply, sized or not (scheduler rules and the pool's type, not memory)."""
     got, held, poll = sized(case, spec, gpu), case_balance(case), case_poll_wait(case)
     ssm, late, lock = case_ssm_dtype(case, spec, gpu), joins_after_prefill(case.engine), case_lockstep(case, spec)
-    graph = case_prefill_graph(case, spec, gpu)
+    graph, wait = case_prefill_graph(case, spec, gpu), batch_wait_opts(case.engine, case.flags, attention_dp(case))
     if lock > 1:  # lockstep workers, sized or not: how their steps pace each other is the scheduler's
         got = (got or Running(None, None))._replace(lockstep=lock, lock_mixed=case_lock_mixed(case))
-    if held is None and not poll and not ssm and not late and not graph:
+    if held is None and not poll and not ssm and not late and not graph and wait is None:
         return got
     return (got or Running(None, None))._replace(balance=held, poll_wait=poll, ssm_dtype=ssm, joins_late=late,
-                                                 prefill_graph=graph)
+                                                 prefill_graph=graph, batch_wait=wait)
 
 
 def case_prefill_graph(case, spec, gpu) -> bool:
@@ -215,7 +217,11 @@ def case_prefill_graph(case, spec, gpu) -> bool:
     kvplan.engines.sglang.prefill_graph.decide, the rule its memory reserve follows). False under a run that states
     --disable-piecewise-cuda-graph, for an engine without such a graph, or a setting its rules refuse; a run that states
     no release kvplan reads ("main branch (as stated)") is read as the speed eras read it: the engine's current release
-    where its era is the current one (as a plan's unstated release), not told (False) in an older era."""
+    where its era is the current one (as a plan's unstated release), not told (False) in an older era. TensorRT-LLM's
+    piecewise graph is off by default: True where the run turns it on with a capture list that reaches its step budget
+    (kvplan.speed.corpus.prefill_graph_on)."""
+    if case.engine in PREFILL_GRAPH_ON:
+        return prefill_graph_on(case)
     if prefill_graph_off(case):  # the engines whose request step tells (SGLang's by release), unless a run turns it off
         return False
     version = case.version if case.version and release_of(case.version) else None

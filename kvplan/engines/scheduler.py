@@ -192,6 +192,29 @@ def balance_iters(engine: str | None, flags: Mapping, attention_dp: bool) -> tup
     return timeout, batching
 
 
+
+# Engines that can hold context requests back to batch them, and the run options that size it: TensorRT-LLM's
+# batch_wait_timeout_iters and batch_wait_max_tokens_ratio (both 0 by default: off; llm_args.py's fields, "the
+# scheduler will delay batch processing to gather more requests up to the specified iteration limit", "accumulate
+# requests locally until the total token count reaches batch_wait_max_tokens_ratio * max_num_tokens"). Without
+# attention DP, on an iteration that has both context and generation requests, its PyTorch executor schedules none of
+# the context requests and counts the iteration, until the count reaches timeout_iters or the scheduled context
+# requests' prompt tokens plus the generation requests' tokens reach ratio x max_num_tokens; then it releases them all
+# and restarts the count (py_executor.py `_schedule` and `_waiting_requests`, as the code index holds it, 1.x;
+# `enable_batch_waiting` is timeout_iters > 0 or ratio > 0, and either at 0 releases at once: a count >= 0, tokens >=
+# 0). Each held iteration is a decode step of the running batch. The wait it adds is priced by kvplan.speed.balance.
+BATCH_WAIT = {"trtllm": ("batch_wait_timeout_iters", "batch_wait_max_tokens_ratio")}
+
+
+def batch_wait_opts(engine: str | None, flags: Mapping, attention_dp: bool) -> tuple[int, float] | None:
+    """(timeout_iters, max_tokens_ratio) where `engine`, run with `flags` ({key: value}) and no attention DP, holds
+    context requests back to batch them (BATCH_WAIT: both above 0), else None."""
+    keys = BATCH_WAIT.get(canonical_engine(engine or ""))
+    if keys is None or attention_dp:
+        return None
+    timeout, ratio = int((flags or {}).get(keys[0]) or 0), float((flags or {}).get(keys[1]) or 0)
+    return (timeout, ratio) if timeout > 0 and ratio > 0 else None
+
 # Engines whose scheduler can be told to poll for new requests only every n-th decode step, and the option that says
 # how often: SGLang's --scheduler-recv-interval (default 1). Its SchedulerRecvSkipper adds the last batch's weight to a
 # counter each event-loop pass, 1 after a decode (or no batch), 1,000 after any other (a prefill), and receives only

@@ -18,6 +18,16 @@ rank's first arrival is far inside the timeout (rate x T large) this is about (H
 timeout binds (rate x T small) it is T / 2: the count is a clock that releases once every T iterations. In a steady
 state each rank runs b requests of osl output tokens, one token an iteration, so it receives b / osl new ones an
 iteration (Little's law): `arrivals`.
+
+Batch waiting (kvplan.engines.scheduler.batch_wait_opts: TensorRT-LLM's batch_wait_timeout_iters and
+batch_wait_max_tokens_ratio, one rank without attention DP) holds context requests from the first one's arrival
+until k of them are held, k = ceil((ratio x max_num_tokens - the generation requests' tokens) / isl) (the
+threshold counts the held prompts' tokens and one token a running request), or the count of held iterations reaches
+T = timeout_iters; then it releases them all. With Poisson arrivals at `rate` an iteration, N(u) of them u iterations
+after the first, 1 + N(u) requests are held until the release, so a cycle holds for the integral over [0, T] of
+E[(1 + N(u)) 1{N(u) < k - 1}] request-iterations in all and serves 1 + E[min(N(T), k - 1)] requests: the mean wait
+is their ratio (renewal reward; derived, not assumed). With no token threshold in reach (k large) it is
+T (1 + rate T / 2) / (1 + rate T); k <= 1 (one prompt reaches the threshold) holds nothing (`batch_wait`).
 """
 
 from __future__ import annotations
@@ -61,3 +71,42 @@ def held_back(ranks: int, balance: tuple | None, running: float, osl: float) -> 
     `balance` = (timeout_iters, batching_wait_iters) (None: no balancing, 0), each rank running `running` requests of
     `osl` output tokens: balance_wait at `arrivals`."""
     return balance_wait(ranks, arrivals(running, osl), *balance) if balance else 0.0
+
+
+def batch_wait(rate: float, timeout: int, needed: float) -> float:
+    """Mean iterations a request is held by batch waiting (the module's docstring): `needed` held prompts release the
+    batch (k = ceil(needed)), else `timeout` iterations after the first is held; Poisson arrivals at `rate` an
+    iteration. 0 where k <= 1 or no timeout."""
+    k = math.ceil(needed - 1e-9)
+    if timeout <= 0 or k <= 1:
+        return 0.0
+    t_max, lam = float(timeout), max(0.0, rate)
+    top = min(k - 2, math.ceil(lam * t_max + 12 * math.sqrt(lam * t_max) + 30))  # N(u) beyond it: no mass on [0, T]
+    total, h = 0.0, t_max / GRID
+    for i in range(GRID):  # E[(1 + N(u)) 1{N(u) <= k - 2}] at the midpoint of each step
+        mu, pmf, inside = lam * (i + 0.5) * h, 0.0, 0.0
+        pmf = math.exp(-mu)
+        for n in range(top + 1):
+            inside += (1 + n) * pmf
+            pmf *= mu / (n + 1)
+        total += inside * h
+    mu, pmf, served, below = lam * t_max, math.exp(-lam * t_max), 1.0, 0.0
+    for n in range(top + 1):  # 1 + E[min(N(T), k - 1)]
+        served += n * pmf
+        below += pmf
+        pmf *= mu / (n + 1)
+    served += (k - 1) * max(0.0, 1.0 - below)
+    return total / served
+
+
+def held_steps(load, running: float) -> float:
+    """Decode steps a staggered request of `load` (a kvplan.speed.load.Load) waits before its prefill, `running`
+    requests on its replica: attention-DP balancing's (`held_back`, Load.balance) and batch waiting's
+    (Load.batch_wait = (timeout_iters, max_tokens_ratio): `batch_wait`, its threshold against Load.chunk, the step
+    budget, less the other running requests' tokens; none for a lone request, which finds no generation request)."""
+    osl = max(1.0, load.osl)
+    held = held_back(load.dp, load.balance, running, osl)
+    if not load.batch_wait or running <= 1:
+        return held
+    needed = (load.batch_wait[1] * load.chunk - (running - 1)) / max(1.0, load.isl)
+    return held + batch_wait(arrivals(running, osl), load.batch_wait[0], needed)

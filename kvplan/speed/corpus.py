@@ -65,8 +65,15 @@ PER_RANK_LIMIT = {"trtllm": "enable_attention_dp"}
 DP_ATTENTION = {"sglang": "enable_dp_attention"}
 PREFIX_CACHE_OFF = {"sglang": "disable_radix_cache"}  # the flag that turns an engine's prefix cache off
 PREFILL_GRAPH_OFF = {"sglang": "disable_piecewise_cuda_graph"}  # the flag that turns its prefill CUDA graph off
+# Engines whose prefill CUDA graph is off by default and a run turns on, the flag that does and the flag stating the
+# largest token count it captures: TensorRT-LLM's torch_compile_config.enable_piecewise_cuda_graph and the largest
+# entry of capture_num_tokens (the corpus writes it `capture_num_tokens_max`). A context or mixed step replays the
+# piecewise graph (attention alone eager, the MoE blocks inside it) where its tokens are at most that entry, padded up
+# to the next captured count, and runs eagerly past it (model_engine.py `_get_padding_params`;
+# kvplan.bench.running.case_prefill_graph).
+PREFILL_GRAPH_ON = {"trtllm": ("enable_piecewise_cuda_graph", "capture_num_tokens_max")}
 BOOL_FLAGS = ("enable_attention_dp", "disable_custom_all_reduce", *DP_ATTENTION.values(), *PREFIX_CACHE_OFF.values(),
-              *PREFILL_GRAPH_OFF.values(),
+              *PREFILL_GRAPH_OFF.values(), *(on for on, _ in PREFILL_GRAPH_ON.values()),
               *(key for key, _ in GRAPHS_OFF.values()))  # true / false only (_on; model.NCCL_FLAGS; fields.GRAPHS_OFF)
 ATTENTION_BACKEND = {"sglang": "attention_backend"}  # the flag that names an engine's attention backend
 # The flag that names an engine's MoE kernel, and the values that run a kernel other than the Triton fused_moe whose
@@ -129,6 +136,16 @@ def prefill_graph_off(case: Case) -> bool:
     """Whether a run states its engine's prefill CUDA graph off (PREFILL_GRAPH_OFF: SGLang's
     disable_piecewise_cuda_graph), or its engine has no such flag (kvplan.bench.running.case_prefill_graph)."""
     return case.engine not in PREFILL_GRAPH_OFF or _on(case.flags or {}, PREFILL_GRAPH_OFF[case.engine])
+
+
+def prefill_graph_on(case: Case) -> bool:
+    """Whether a run turns on its engine's prefill CUDA graph with a capture list that reaches its step budget, so
+    every prefill step replays from it (PREFILL_GRAPH_ON: TensorRT-LLM's piecewise graph, its stated
+    `capture_num_tokens_max` at least the stated max_num_tokens); False where either is not stated."""
+    on, top = PREFILL_GRAPH_ON.get(case.engine, (None, None))
+    flags = case.flags or {}
+    budget = _int(flags.get("max_num_tokens"), 0)
+    return _on(flags, on) and 0 < budget <= _int(flags.get(top), 0)
 
 
 def prefix_cache(case: Case) -> bool:

@@ -140,7 +140,7 @@ class Built:
                                 waves=engine.waves, lockstep=engine.lockstep, lock_mixed=engine.lock_mixed,
                                 recompute=engine.recompute,
                                 balance=engine.balance, poll_wait=engine.poll_wait, packed=engine.packed,
-                                joins_late=engine.joins_late, mixed=engine.mixed)
+                                joins_late=engine.joins_late, mixed=engine.mixed, batch_wait=engine.batch_wait)
 
     def parts(self, prev: dict | None, roof: bool = False):
         """(t_wave, t_dec, t_grp features, {metric: combo}) under the previous pass's predictions (its

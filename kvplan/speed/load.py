@@ -145,7 +145,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvplan.speed.balance import held_back
+from kvplan.speed.balance import held_steps
 from kvplan.speed.lockstep import lockstep_cycle
 from kvplan.speed.model import PREFILL_CHUNK
 from kvplan.speed.queueing import arrival_wait, missed_step, overload_wait
@@ -183,6 +183,7 @@ class Load:
     templated: bool = True  # the front end renders the prompt with its Python chat template and tokenizer
     recompute: float = 0.0  # prompt prefills a request redoes after a preemption (kvplan.speed.cohort)
     balance: tuple | None = None  # attention-DP balancing's (timeout, batching wait) iterations: kvplan.speed.balance
+    batch_wait: tuple | None = None  # batch waiting's (timeout iterations, max tokens ratio): kvplan.speed.balance
     poll_wait: float = 0.0  # decode steps a spread arrival waits for the scheduler's poll (`poll`, module docstring)
     packed: bool = False  # a prefill step packs whole prompts up to `chunk`, the server's length: vLLM's V0 on MLA
     joins_late: bool = False  # a request joins the running batch after its prefill batch (SGLang), not when scheduled
@@ -278,8 +279,7 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
     if load.bench == "tg":
         return 1.0, 1.0, {"tg_tok_s": (0.0, 1.0, 0.0, 1.0)}
     b, c, burst = batch_and_mode(load, e2e_estimate, rho_cap, outside_estimate)
-    g = group(load, b)
-    osl = max(1.0, load.osl)
+    g, osl = group(load, b), max(1.0, load.osl)
     t = ((1.0 + load.recompute) / b, osl / b, 0.0)  # T = (t_wave + osl x t_dec) / B, its preempted prompts redone
     if load.lockstep > 1 and not burst:
         t = lockstep_cycle(b, g, load.isl, osl, load.chunk, load.lockstep, load.lock_mixed)
@@ -327,7 +327,7 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
 def later_request(load: Load, b: float, g: float, burst: bool, first: tuple) -> tuple[tuple, float, tuple]:
     """(a later request's TTFT before any queue as (a, b, e), `before`, `turn`): its waits before its prefill in t_dec
     steps (balancing's, the poll's, the missed step's), the missed step, its prefill (its group's; waves: `first`)."""
-    steps, held = max(1.0, -(-g * load.isl // load.chunk)), held_back(load.dp, load.balance, b, max(1.0, load.osl))
+    steps, held = max(1.0, -(-g * load.isl // load.chunk)), held_steps(load, b)
     turn = missed_step(b, g, steps) if replaces(load, burst) else (0.0, 0.0)  # the step a replacement missed
     before, own = held + poll_steps(load, burst) + turn[0], first if in_waves(load) else (0.0, steps, 1.0)
     return (own[0], own[1] + before, own[2] + turn[1]), before, turn

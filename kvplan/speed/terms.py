@@ -69,7 +69,7 @@ the order of `TERMS`:
              graph launches each MoE block's routing, alignment, quantization and expert kernels from the host, many
              more than a dense MLP's, SGLang's extend and TensorRT-LLM's PyTorch context steps: kvplan.speed.eras);
              likewise only the sets ENGINE_TERMS names; none where the engine replays its prefill steps from a CUDA
-             graph (`prefill_graph`: SGLang from 0.5.10, kvplan.engines.sglang.prefill_graph)
+             graph (`prefill_graph`: SGLang from 0.5.10; TensorRT-LLM where a run turns its piecewise graph on)
   ingress    requests queued ahead in the serving front end (seconds per request: the API server's HTTP parsing,
              chat template and tokenising, in a process apart from the engine's steps): not in any step, only in
              first tokens, a burst's N crossings or a spread request's own (kvplan.speed.frontend.ingress_queue); 0 in

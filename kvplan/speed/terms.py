@@ -117,7 +117,7 @@ class Shape:
     state_bytes_per_seq: int = 0  # a sequence's fixed state on this rank (Mamba / linear attention, DeepSeek-V4)
     flops_per_token: float = 0.0  # 2 x active parameters on this rank, the LM head apart
     plain_flops: float = 0.0  # of them, those of modules the checkpoint keeps in the model dtype: at bf16_rate
-    recurrent_flops: float = 0.0  # a token's recurrent prefill kernels', at bf16_rate (recurrent; llama.cpp: ggml_scan)
+    recurrent_flops: float = 0.0  # a token's in the recurrent layers' chunked prefill kernels, at bf16_rate (recurrent)
     head_flops: float = 0.0  # the LM head's 2 x vocab x hidden / tp, per position whose logits a step computes
     plain_head: bool = True  # the LM head runs at bf16_rate (every checkpoint but a GGUF file, its output quantized)
     plain_decompress: float = 0.0  # of decompress_flops, those of a kept attention's kv_b_proj: at bf16_rate

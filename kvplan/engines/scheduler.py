@@ -192,7 +192,6 @@ def balance_iters(engine: str | None, flags: Mapping, attention_dp: bool) -> tup
     return timeout, batching
 
 
-
 # Engines that can hold context requests back to batch them, and the run options that size it: TensorRT-LLM's
 # batch_wait_timeout_iters and batch_wait_max_tokens_ratio (both 0 by default: off; llm_args.py's fields, "the
 # scheduler will delay batch processing to gather more requests up to the specified iteration limit", "accumulate

@@ -173,6 +173,12 @@ def has_mla(layers) -> bool:
     return any(layer.kind == Kind.MLA for layer in layers)
 
 
+def has_dsa(layers) -> bool:
+    """Whether any of `layers` is DeepSeek Sparse Attention's indexed MLA (IndexedMLA: its indexer keys beside the
+    latent): the one is-DSA test the engines' rules ask of a model."""
+    return any(isinstance(layer, IndexedMLA) for layer in layers)
+
+
 def attending(layers, tp: int = 1) -> list:
     """The layers of `layers` that cache keys per token on a rank of `tp`: the ones an attention step reads (the speed
     model's attention FLOPs, kvplan.speed.shape.attention_flops, and llama.cpp's materialized scores,

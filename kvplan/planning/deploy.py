@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvplan.model.layers import FullAttention, IndexedMLA, Kind, MLALatent
+from kvplan.model.layers import FullAttention, Kind, MLALatent, has_dsa
 from kvplan.model.spec import ModelSpec
 
 NODE_GPUS = 8  # tensor parallelism stays within a node; pipeline stages span nodes
@@ -185,7 +185,7 @@ def dcp_problem(model: ModelSpec, tp: int, dcp: int) -> str | None:
     """
     if tp % dcp:
         return f"dcp={dcp}: decode context parallelism reuses the tp group's GPUs, so it must divide tp={tp}"
-    if any(isinstance(layer, IndexedMLA) for layer in model.layers):
+    if has_dsa(model.layers):
         return (f"dcp={dcp}: how vLLM splits DeepSeek Sparse Attention's indexer key cache over decode-context-"
                 "parallel ranks is not modelled")
     other = {str(layer.kind) for layer in model.layers

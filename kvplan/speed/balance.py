@@ -84,7 +84,7 @@ def batch_wait(rate: float, timeout: int, needed: float) -> float:
     top = min(k - 2, math.ceil(lam * t_max + 12 * math.sqrt(lam * t_max) + 30))  # N(u) beyond it: no mass on [0, T]
     total, h = 0.0, t_max / GRID
     for i in range(GRID):  # E[(1 + N(u)) 1{N(u) <= k - 2}] at the midpoint of each step
-        mu, pmf, inside = lam * (i + 0.5) * h, 0.0, 0.0
+        mu, inside = lam * (i + 0.5) * h, 0.0
         pmf = math.exp(-mu)
         for n in range(top + 1):
             inside += (1 + n) * pmf

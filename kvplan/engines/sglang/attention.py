@@ -48,7 +48,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.versions import parse_version
 from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.model.compressed import has_compressed
-from kvplan.model.layers import IndexedMLA, Kind, has_mla
+from kvplan.model.layers import Kind, has_dsa, has_mla
 from kvplan.engines.sglang.mamba import has_states
 from kvplan.speed.mlaform import AITER_HEADS, architecture_default, mla_heads_per_rank
 
@@ -123,7 +123,7 @@ def trtllm_mla_default(model, version: str) -> bool:
 
 def reads_capability(model, opts: dict, version: str) -> bool:
     """Whether this plan's page depends on the GPU's compute capability (a default trtllm_mla or trtllm_mha)."""
-    mla = has_mla(model.layers) and not _dsa(model) and trtllm_mla_default(model, version)
+    mla = has_mla(model.layers) and not has_dsa(model.layers) and trtllm_mla_default(model, version)
     return not opts.get("attention_backend") and (mla or _mha_default(model, version))
 
 
@@ -179,10 +179,6 @@ def _gemma4(model, version: str) -> bool:
     return first is not None and parse_version(version) >= first
 
 
-def _dsa(model) -> bool:
-    return any(isinstance(layer, IndexedMLA) for layer in model.layers)
-
-
 def backend(model, gpu, version: str, opts: dict) -> tuple[str | None, str]:
     """(the backend whose page rule applies, why): the one `attention_backend` names, else SGLang's default for the
     model (None where it forces no page)."""
@@ -206,7 +202,7 @@ def backend(model, gpu, version: str, opts: dict) -> tuple[str | None, str]:
         return named, f"attention_backend={named}"
     if not has_mla(model.layers):
         return _mha_backend(model, gpu, version)
-    if _dsa(model):
+    if has_dsa(model.layers):
         return None, ""
     if sm100(gpu) and trtllm_mla_default(model, version):
         return "trtllm_mla", (f"SGLang {version} defaults {model.architecture} to trtllm_mla on compute capability "
@@ -230,7 +226,8 @@ def _check_dsa_backend(named: str | None, version: str) -> None:
 
 def page_size(model, gpu, version: str, opts: dict, given: int | None) -> tuple[int, str]:
     """(SGLang's page size, why where a backend or DSA forces it): `given` is --page-size where set."""
-    if _dsa(model):  # set whatever --page-size says (0.5.10 server_args.py L1576-1582; 0.5.23 deepseek_v2.py L160-173)
+    # set whatever --page-size says (0.5.10 server_args.py L1576-1582; 0.5.23 deepseek_v2.py L160-173)
+    if has_dsa(model.layers):
         _check_dsa_backend(opts.get("attention_backend"), version)
         return DSA_PAGE, ("" if given in (None, DSA_PAGE) else f"SGLang sets page_size {DSA_PAGE} for DeepSeek Sparse "
                           f"Attention on CUDA whatever page_size is given ({given})")
@@ -253,7 +250,7 @@ def _rocm_default(model, version: str, tp_size: int) -> tuple[bool, str]:
     """(whether SGLang `version` defaults this model to aiter on ROCm, why), or raises where kvplan has not read the
     model kind's backend there (AITER_HEADS, ROCM_TRITON)."""
     v = parse_version(version)
-    if _dsa(model):
+    if has_dsa(model.layers):
         return False, ""
     if has_states(model) or \
             has_compressed(model.layers):

@@ -62,7 +62,7 @@ from kvplan.core.dtypes import KV_DTYPES
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.versions import parse_version
 from kvplan.hardware.facts import capability_of, vendor_of
-from kvplan.model.layers import INDEXER_QUANT_BLOCK, IndexedMLA
+from kvplan.model.layers import INDEXER_QUANT_BLOCK, IndexedMLA, has_dsa
 from kvplan.planning.plan import KV_ENGINE_AUTO, PlanWarning
 
 FROM = (0, 5, 8)  # the first release whose DSA pool kvplan plans (0.5.3-0.5.7 force DP attention)
@@ -71,10 +71,6 @@ COUNTS_ROW = (0, 5, 17)  # the cell counts the latent row as allocated (before: 
 ELIDES = (0, 5, 18)  # layers that reuse another's top-k hold no indexer keys, nor are counted
 GLM_SM12 = (0, 5, 17)  # GlmMoeDsaForCausalLM's fp8 cache on capability 12: flashinfer_sparse_mla (scaled rows)
 FP32 = 4
-
-
-def is_dsa(model) -> bool:
-    return any(isinstance(layer, IndexedMLA) for layer in model.layers)
 
 
 @dataclass(frozen=True)
@@ -110,7 +106,7 @@ class DsaPool:
 def pool(model, gpu, version: str, kv_dtype) -> DsaPool | None:
     """The DsaPool of a DSA model (None for any other), or a one-line refusal where kvplan has not read SGLang
     `version`'s pool on this GPU or for this config (module docstring)."""
-    if not is_dsa(model):
+    if not has_dsa(model.layers):
         return None
     check_release(version)
     _check_vendor(gpu, version)
@@ -177,7 +173,8 @@ def served(model, gpu, version: str, req):
     >= 10, where the model dtype (bf16) is kvplan's auto ("Setting KV cache dtype to fp8_e4m3 for DeepSeek DSA on
     SM10 device"); bfloat16 below, the model dtype. A dtype asked for by name is left as asked."""
     cap = capability_of(gpu)
-    if not (req.kv_auto and is_dsa(model) and parse_version(version) >= FROM and cap is not None and cap[0] >= 10):
+    dsa = has_dsa(model.layers)
+    if not (req.kv_auto and dsa and parse_version(version) >= FROM and cap is not None and cap[0] >= 10):
         return req, ()
     note_ = PlanWarning(f"KV cache fp8: SGLang {version}'s kv_cache_dtype auto is fp8_e4m3 for DeepSeek Sparse "
                         f"Attention on compute capability {cap[0]} (_dsa_kv_cache_dtype_default: >= 10)",

@@ -36,7 +36,7 @@ from __future__ import annotations
 from kvplan.engines.sglang import multimodal as sglang_mm
 from kvplan.engines.versions import parse_version
 from kvplan.model.compressed import has_compressed
-from kvplan.model.layers import IndexedMLA, has_mla
+from kvplan.model.layers import has_dsa, has_mla
 from kvplan.hardware.facts import vendor_of
 
 TC, BREAKABLE = "tc_piecewise", "breakable"
@@ -123,7 +123,7 @@ def _tc(v, arch: str, vlm: bool, dep, dp_attention: bool) -> tuple[str | None, s
 def _breakable(v, arch: str, vlm: bool, model, dp_attention: bool) -> tuple[str | None, str]:
     """The breakable graph's rules (those kvplan plans)."""
     mla = has_mla(model.layers)
-    dsa = any(isinstance(layer, IndexedMLA) for layer in model.layers)
+    dsa = has_dsa(model.layers)
     kda = any(getattr(layer, "variant", "") == "kda" for layer in model.layers)
     rules = (
         (mla and v < MLA_OFF_BREAKABLE_UNTIL, "MLA attention"),

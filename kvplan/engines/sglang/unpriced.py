@@ -37,9 +37,8 @@ re-sized after CUDA-graph capture, and FlashInfer's all-reduce fusion workspace 
 from __future__ import annotations
 
 from kvplan.engines.base import parse_version
-from kvplan.engines.sglang.dsa import is_dsa
 from kvplan.hardware.facts import capability_of, vendor_of
-from kvplan.model.layers import has_mla
+from kvplan.model.layers import has_dsa, has_mla
 from kvplan.planning.plan_warnings import PlanWarning
 
 POST_CAPTURE_FROM = (0, 5, 16)
@@ -79,7 +78,7 @@ def fusion_on(model, gpu, tp_size: int, dp_attention: bool, version: str) -> boo
     archs, no_h20 = next((a, h) for since, a, h in FUSION if v >= since)
     if no_h20 and "H20" in (name := getattr(gpu, "device_name", None) or "") and "H200" not in name:
         return False  # flashinfer-ai/flashinfer#2204, read on the torch name (the profile's device_name)
-    if _NO_DSA[0] <= v < _NO_DSA[1] and model.architecture == _V3 and is_dsa(model):
+    if _NO_DSA[0] <= v < _NO_DSA[1] and model.architecture == _V3 and has_dsa(model.layers):
         return False
     if model.architecture == "MiMoV2FlashForCausalLM":  # CuTeDSL's: 10.x, bf16, tp 2, 4, 8 or 16 (SUPPORTED_TP_SIZES)
         return model.architecture in archs and cap[0] == 10 and model.dtype == "bf16" and tp_size in (2, 4, 8, 16)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from kvplan.core.errors import arg
 from kvplan.hardware.facts import unified
 from kvplan.model.spec import PLAIN_BYTES, ModelSpec, assumed_int4_group, override_note
 from kvplan.planning.deploy import node_size, nvlink_past_node, tp_spans_nodes
@@ -108,7 +109,7 @@ def node_span_warnings(gpu, dep) -> list[PlanWarning]:
     if not tp_spans_nodes(dep, gpu):
         return []
     node = node_size(dep, gpu)
-    whose = ("--gpus-per-node" if dep.node_gpus else "the GPU profile's node_gpus" if getattr(gpu, "node_gpus", None)
+    whose = (arg("gpus_per_node") if dep.node_gpus else "the GPU profile's node_gpus" if getattr(gpu, "node_gpus", None)
              else "assumed: an 8-GPU board")
     nvlink = nvlink_past_node(gpu, dep.tp)
     link = "multi-node NVLink" if nvlink else "the network: per channel and peer, NCCL_BUFFSIZE each"

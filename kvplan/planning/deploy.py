@@ -46,6 +46,26 @@ class Deployment:
         return self.tp * self.pp * self.dp
 
 
+def node_size(dep, gpu=None) -> int:
+    """GPUs in one node of this deployment: the user's `gpus_per_node` (Deployment.node_gpus), else the GPU profile's
+    `node_gpus`, else NODE_GPUS."""
+    return getattr(dep, "node_gpus", None) or getattr(gpu, "node_gpus", None) or NODE_GPUS
+
+
+def tp_spans_nodes(dep, gpu=None) -> bool:
+    """Whether one tensor-parallel group holds more GPUs than a node (node_size): its ranks sit on several nodes."""
+    return dep.tp > node_size(dep, gpu)
+
+
+def nvlink_past_node(gpu, ranks: int) -> bool:
+    """Whether the GPU profile's NVSwitch domain reaches past its own node (`node_gpus`, else NODE_GPUS) and holds
+    `ranks` GPUs: multi-node NVLink (a GB200 NVL72 rack of 4-GPU trays), where ranks on other nodes still use
+    NVLink."""
+    domain = getattr(gpu, "interconnect_domain", None) or 0
+    node = getattr(gpu, "node_gpus", None) or NODE_GPUS
+    return getattr(gpu, "interconnect_kind", None) == "nvswitch" and domain >= ranks and domain > node
+
+
 # How an engine cuts n layers over pp stages where nobody set layers per stage (kvplan.engines.stage_split.CUTS says
 # which engine release cuts which way, with the source lines): the remainder's layers go to
 MIDDLE = "middle"  # the stages before the last, from the second-to-last backwards (vLLM 0.8.0 on: 61 / 4 15,15,16,15)

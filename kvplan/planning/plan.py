@@ -32,7 +32,7 @@ from kvplan.planning.cost import (  # noqa: F401 (re-exported: the engines read 
     Answers, ContextCost, Usage, context_cost, paged_answers, paged_max_context, usage)
 from kvplan.planning.plan_warnings import (  # noqa: F401 (re-exported: engines, report and cli read them here)
     KV_ASKED, KV_ENGINE_AUTO, KV_FOLLOWED, KV_NOT_FOLLOWED, KV_TOPICS, UNIFIED, PlanWarning, _override_warning,
-    int4_group_assumed, memory_warnings,
+    int4_group_assumed, memory_warnings, node_span_warnings,
 )
 from kvplan.planning.overhead import (  # noqa: F401 (re-exported: kvplan.planning.plan.activation_estimate, ...)
     DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS, NCCL_BYTES, NON_TORCH_BYTES, activation_estimate,
@@ -351,6 +351,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
                                         "memory ({})", (need, usable), ("GiB", "GiB")))
     warnings += memory_warnings(gpu, usable, any(w.topic == UNIFIED for w in assumed))
     warnings += assumed
+    warnings += node_span_warnings(gpu, dep)
     step = use.step_bytes / gpu.bandwidth_bytes_per_s
     copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy); dcp stripes it
     seq_gpu, seq_rank = _sequence(stages, use, pooled)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from kvplan.core.errors import arg
 from kvplan.hardware.facts import unified
 from kvplan.model.spec import PLAIN_BYTES, ModelSpec, assumed_int4_group, override_note
+from kvplan.planning.deploy import node_size, nvlink_past_node, tp_spans_nodes
 
 # weight dtypes vLLM and SGLang quantize a 16-bit checkpoint to as they load it (kvplan.engines.emit.weight_args),
 # and how.
@@ -97,3 +99,24 @@ def memory_warnings(gpu, usable: int, engine_says_unified: bool = False) -> list
                                     "what the OS, its page cache and other processes hold in the same memory",
                                     (usable,), ("GiB",), UNIFIED))
     return out
+
+
+def node_span_warnings(gpu, dep) -> list[PlanWarning]:
+    """A tensor-parallel group larger than a node (kvplan.planning.deploy.tp_spans_nodes) is planned with what kvplan
+    cannot price: NCCL's buffers for peers on other nodes, and (unless multi-node NVLink holds the group:
+    kvplan.planning.deploy.nvlink_past_node) the tp collectives over the network, not the scale-up link the speed
+    terms price (docs/engines.md, "A tensor-parallel group across nodes")."""
+    if not tp_spans_nodes(dep, gpu):
+        return []
+    node = node_size(dep, gpu)
+    whose = (arg("gpus_per_node") if dep.node_gpus else "the GPU profile's node_gpus" if getattr(gpu, "node_gpus", None)
+             else "assumed: an 8-GPU board")
+    nvlink = nvlink_past_node(gpu, dep.tp)
+    link = "multi-node NVLink" if nvlink else "the network: per channel and peer, NCCL_BUFFSIZE each"
+    text = (f"tensor parallelism {dep.tp} spans {-(-dep.tp // node)} nodes ({node} GPUs per node, {whose}): the "
+            f"buffers NCCL allocates for peers on other nodes (over {link}) are not priced, so the memory per GPU is "
+            "low by them")
+    if not nvlink:
+        text += ("; its all-reduces run over the network, not the GPU's scale-up link the speed figures price, so "
+                 "those are optimistic")
+    return [PlanWarning.literal(text)]

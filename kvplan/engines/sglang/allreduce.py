@@ -20,9 +20,17 @@ tail of `rank_data`'s segment may later hold a small weight tensor; that reuse i
 most 12 MiB too much, on the safe side).
 
 When it exists (`__init__`, same files): CUDA (NVIDIA), a group of 2, 4, 6 or 8 ranks (`_SUPPORTED_WORLD_SIZES`),
-on one node, and at more than two ranks every pair linked by NVLink (`is_full_nvlink`; "not supported on more than
-two PCIe-only GPUs"). kvplan reads the last from the profile's `interconnect.kind`: `nvswitch` with a `domain`
-holding the group; a profile without the field is taken as no NVSwitch (the engine's plan warning says so). The P2P
+on one node (`in_the_same_node_as`, else "Custom allreduce is disabled because this process group spans across
+nodes": 0.5.3 L96-101, before the world-size check at L110; 0.5.23 `custom_all_reduce_utils.py` L459-464), and at
+more than two ranks every pair linked by NVLink (`is_full_nvlink`; "not supported on more than two PCIe-only
+GPUs"). kvplan reads the NVLink from the profile's `interconnect.kind`: `nvswitch` with a `domain` holding the
+group; a profile without the field is taken as no NVSwitch (the engine's plan warning says so). It takes a group of
+more ranks than the node's GPUs (kvplan.planning.deploy.node_size) as spanning nodes: so the tp group is, its ranks
+being consecutive; a moe group of at most a node's ranks is still booked, on the safe side where its strided ranks
+span nodes. One exception is booked, on the safe side: CustomAllReduceV2 (on by default in the 0.5.14, 0.5.15 and
+0.5.23 wheels, `SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2`) admits a group across nodes that is one NVLink clique on a
+VMM-backed allocator (0.5.23 `custom_all_reduce_v2.py` L582-597), so a group across nodes inside multi-node NVLink
+(kvplan.planning.deploy.nvlink_past_node: GB200 NVL72 trays of 4) keeps its instance. The P2P
 check passes without probing (`monkey_patch_p2p_access_check` unless `--enable-p2p-check`), so two GPUs get it
 whatever their link. From 0.4.10 (`parallel_state.py` `initialize_model_parallel`: 0.4.10 L1352-1390, 0.5.3
 L1516-1558) expert parallelism with 1 < ep < tp adds a `moe_ep` group of ep ranks and a `moe_tp` group of tp / ep
@@ -43,6 +51,7 @@ from kvplan.core.caching_allocator import segment_size
 from kvplan.core.intmath import round_up
 from kvplan.engines.base import parse_version
 from kvplan.hardware.facts import vendor_of
+from kvplan.planning.deploy import nvlink_past_node
 
 MIB = 2**20
 MAX_CAR_SIZE = 8 * MIB  # _MAX_CAR_SIZE on CUDA
@@ -82,9 +91,16 @@ def groups(tp_size: int, ep: int, version: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def custom_allreduce_bytes(gpu, tp_size: int, ep: int, version: str) -> int:
-    """Bytes per rank the custom all-reduce holds before the weights load (0 where SGLang builds none)."""
-    return sum(instance_bytes() for n in groups(tp_size, ep, version) if enabled(gpu, n))
+def one_node(gpu, ranks: int, node: int | None) -> bool:
+    """Whether a group of `ranks` GPUs may hold a CustomAllreduce by where it sits: on one node of `node` GPUs (None:
+    not said), or across nodes inside multi-node NVLink (nvlink_past_node), booked on the safe side."""
+    return node is None or ranks <= node or nvlink_past_node(gpu, ranks)
+
+
+def custom_allreduce_bytes(gpu, tp_size: int, ep: int, version: str, node: int | None = None) -> int:
+    """Bytes per rank the custom all-reduce holds before the weights load (0 where SGLang builds none). `node`: GPUs
+    per node (kvplan.planning.deploy.node_size); a group of more ranks spans nodes (one_node)."""
+    return sum(instance_bytes() for n in groups(tp_size, ep, version) if enabled(gpu, n) and one_node(gpu, n, node))
 
 
 def needs_fabric(gpu, tp_size: int) -> bool:

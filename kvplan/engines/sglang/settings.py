@@ -30,7 +30,7 @@ from kvplan.engines.sglang.defaults import (
 from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS
 from kvplan.model.compressed import has_compressed
 from kvplan.model.spec import weight_bytes
-from kvplan.planning.deploy import stage_ranges
+from kvplan.planning.deploy import node_size, stage_ranges
 from kvplan.planning.plan import cache_dtypes
 
 MIB = 2**20
@@ -137,7 +137,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     # them (kvplan.engines.sglang.allreduce: NVSwitch, or two GPUs), and NCCL's larger buffers inside an NVSwitch
     # domain, as SGLang's "Init torch distributed ends" logs measured them (kvplan.engines.sglang.ncclmem)
     init = (INIT_BYTES_MULTI if dep.gpus > 1 else INIT_BYTES_TP1) + sglang_allreduce.custom_allreduce_bytes(
-        gpu, tp_size, dep.ep, version) + sglang_nccl.nccl_extra_bytes(gpu, tp_size)
+        gpu, tp_size, dep.ep, version, node_size(dep, gpu)) + sglang_nccl.nccl_extra_bytes(gpu, tp_size)
     extra, rounding = sglang_loaded.loaded_parts(model, gpu, tp_size, version, dep.ep, stage_ranges(model, dep),
                                                    req.weight_dtype, dep.tp)
     cache_mb = opt_int(opts, "vlm_cache_size_mb", sglang_mm.DEFAULT_CACHE_MB)

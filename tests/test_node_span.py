@@ -1,0 +1,71 @@
+"""A tensor-parallel group larger than a node (kvplan.planning.deploy.tp_spans_nodes): the plan warns on what it does
+not price (kvplan.planning.plan_warnings.node_span_warnings), and SGLang books no custom all-reduce for a tp group
+that spans nodes outside multi-node NVLink (kvplan.engines.sglang.allreduce.one_node).
+
+Source for the exact term: sglang 0.5.3 wheel `srt/distributed/device_communicators/custom_all_reduce.py` L96-101
+("Custom allreduce is disabled because this process group spans across nodes", checked before the world size at
+L110); 0.5.23 `custom_all_reduce_utils.py` L459-464 the same; vLLM 0.11.0 `custom_all_reduce.py` L84-88 the same.
+"""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from kvplan.cli.main import whole_app
+from kvplan.engines import resolve_engine
+from kvplan.engines.sglang import allreduce
+from kvplan.hardware.gpus import find_gpu
+from kvplan.planning.deploy import Deployment
+from kvplan.planning.plan import Request
+from kvplan.sources.catalog import find_in_catalog
+
+H100 = find_gpu("h100-sxm")  # interconnect nvswitch, domain 8, no node_gpus (an 8-GPU board assumed)
+GB200 = find_gpu("gb200")  # node_gpus 4 (a tray), NVSwitch domain 72: multi-node NVLink
+
+
+def _warnings(*args) -> list[str]:
+    res = CliRunner().invoke(whole_app(), ["fit", *args, "--json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)["warnings"]
+
+
+def _spans(warnings: list[str]) -> list[str]:
+    return [w for w in warnings if "spans" in w]
+
+
+def test_tp16_on_an_8_gpu_node_warns_and_tp8_does_not():
+    wide = _spans(_warnings("llama-3.1-405b", "--gpu", "h100-80", "--tp", "16", "--ctx", "32k", "--engine", "vllm"))
+    assert len(wide) == 1 and "spans 2 nodes (8 GPUs per node" in wide[0]
+    assert "NCCL_BUFFSIZE" in wide[0] and "speed figures" in wide[0] and "optimistic" in wide[0]
+    assert not _spans(_warnings("llama-3.1-405b", "--gpu", "h100-80", "--tp", "8", "--ctx", "32k", "--engine", "vllm"))
+
+
+def test_the_node_is_the_users_then_the_profiles():
+    said = _spans(_warnings("llama-3.1-8b", "--gpu", "h100-80", "--tp", "4", "--gpus-per-node", "2"))
+    assert len(said) == 1 and "spans 2 nodes (2 GPUs per node, --gpus-per-node)" in said[0]
+    assert not _spans(_warnings("llama-3.1-8b", "--gpu", "h100-80", "--tp", "4", "--gpus-per-node", "4"))
+    # GB200: trays of 4 inside one NVL72 domain: ranks on the other tray are reached over NVLink, which the speed
+    # terms price, so only the memory clause is said
+    tray = _spans(_warnings("llama-3.1-8b", "--gpu", "gb200", "--tp", "8", "--engine", "sglang"))
+    assert len(tray) == 1 and "node_gpus" in tray[0] and "multi-node NVLink" in tray[0]
+    assert "optimistic" not in tray[0]
+
+
+def test_sglang_custom_allreduce_off_across_nodes():
+    # tp 2 on nodes of 1 GPU (H100, whose NVSwitch domain is its own board of 8): the group spans nodes, SGLang
+    # builds no CustomAllreduce: 0 B, where the same group on one node holds one instance, 38 MiB = 39,845,888 B
+    assert allreduce.custom_allreduce_bytes(H100, 2, 1, "0.5.3", node=8) == 39_845_888
+    assert allreduce.custom_allreduce_bytes(H100, 2, 1, "0.5.3", node=1) == 0
+    # GB200 tp 8 over two trays of 4: multi-node NVLink, CustomAllReduceV2 may admit it, booked (the safe side)
+    assert allreduce.custom_allreduce_bytes(GB200, 8, 1, "0.5.23", node=4) == 39_845_888
+
+
+def test_sglang_settings_drop_the_instance_across_nodes():
+    model, engine = find_in_catalog("llama-3.1-8b"), resolve_engine("sglang", "0.5.3", [])
+    req = Request(context=8192)
+    one = engine.settings(model, H100, Deployment(tp=2), req)
+    two = engine.settings(model, H100, Deployment(tp=2, node_gpus=1), req)
+    # memory in use before the weights: the same CUDA context and NCCL term, less the one 39,845,888 B instance
+    assert one.init_bytes - two.init_bytes == 39_845_888

@@ -33,7 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import CONFIGS, REPO
+from conftest import REPO, shared_config
 
 from kvplan.hardware.gpus import find_gpu
 from kvplan.model.recurrent import RecurrentState, recurrent_states
@@ -46,23 +46,17 @@ from kvplan.speed.shape import shape_for
 from kvplan.speed.ssd import ssd_flops_per_group, ssd_flops_per_head
 
 FAMILIES = Path(__file__).parent / "fixtures" / "families"
-NEMOTRON_H = CONFIGS / "nvidia__Nemotron-H-56B-Base-8K.json"
+NEMOTRON_H = "nvidia__Nemotron-H-56B-Base-8K"
 
 
 def spec_of(path: Path):
     return spec_from_config(json.loads(path.read_text()), "m")[0]
 
 
-def nemotron_h_config() -> dict:
-    if not NEMOTRON_H.is_file():
-        pytest.skip("../shared/configs is not here (a user's clone has no ../shared)")
-    return json.loads(NEMOTRON_H.read_text())
-
-
 def test_one_nemotron_h_mamba2_layer_from_its_config_json():
     assert ssd_flops_per_head(256, 64, 128) == 81_920
     assert ssd_flops_per_group(256, 128) == 65_536
-    layers = recurrent_states(spec_from_config(nemotron_h_config(), "nemotron-h-56b")[0].layers)
+    layers = recurrent_states(spec_from_config(shared_config(NEMOTRON_H), "nemotron-h-56b")[0].layers)
     assert len(layers) == 54
     one = layers[:1]
     assert recurrent_flops(one) == 21_495_808
@@ -72,7 +66,7 @@ def test_one_nemotron_h_mamba2_layer_from_its_config_json():
 
 
 def test_the_chunk_is_the_configs_mamba_chunk_size_then_chunk_size_then_the_class_default():
-    cfg = nemotron_h_config()
+    cfg = shared_config(NEMOTRON_H)
     chunk = recurrent_states(spec_from_config(cfg, "a")[0].layers)[0].chunk
     silent = recurrent_states(spec_from_config({k: v for k, v in cfg.items() if k != "chunk_size"}, "b")[0].layers)
     both = recurrent_states(spec_from_config({**cfg, "mamba_chunk_size": 256}, "c")[0].layers)

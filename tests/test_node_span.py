@@ -37,14 +37,14 @@ def _spans(warnings: list[str]) -> list[str]:
 
 def test_tp16_on_an_8_gpu_node_warns_and_tp8_does_not():
     wide = _spans(_warnings("llama-3.1-405b", "--gpu", "h100-80", "--tp", "16", "--ctx", "32k", "--engine", "vllm"))
-    assert len(wide) == 1 and "spans 2 nodes (8 GPUs per node" in wide[0]
+    assert len(wide) == 1 and "spans 2 nodes (assumed 8 GPUs per node)" in wide[0]
     assert "NCCL_BUFFSIZE" in wide[0] and "speed figures" in wide[0] and "optimistic" in wide[0]
     assert not _spans(_warnings("llama-3.1-405b", "--gpu", "h100-80", "--tp", "8", "--ctx", "32k", "--engine", "vllm"))
 
 
 def test_the_node_is_the_users_then_the_profiles():
     said = _spans(_warnings("llama-3.1-8b", "--gpu", "h100-80", "--tp", "4", "--gpus-per-node", "2"))
-    assert len(said) == 1 and "spans 2 nodes (2 GPUs per node, --gpus-per-node)" in said[0]
+    assert len(said) == 1 and "spans 2 nodes (--gpus-per-node 2)" in said[0]
     assert not _spans(_warnings("llama-3.1-8b", "--gpu", "h100-80", "--tp", "4", "--gpus-per-node", "4"))
     # GB200: trays of 4 inside one NVL72 domain: ranks on the other tray are reached over NVLink, which the speed
     # terms price, so only the memory clause is said

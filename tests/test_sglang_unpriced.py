@@ -45,12 +45,12 @@ def test_post_capture_kv_sizing_is_said_off_where_the_release_has_it():
     ("deepseek-v3", H200, 1, "0.5.23", False),  # tp 1: no all-reduce
     ("deepseek-v3", A100, 8, "0.5.23", False),  # capability 8.0: neither is_sm90 nor is_sm100
     ("llama-3.1-8b", H100, 8, "0.5.23", False),  # LlamaForCausalLM is not on the list
-    ("qwen3-30b-a3b", H100, 2, "0.5.16", True),  # Qwen3MoeForCausalLM, on the list from 0.5.16 (L1515-1555)
+    ("qwen3-30b-a3b", H100, 2, "0.5.16", True),  # Qwen3MoeForCausalLM, on the list since 0.5.7 (0.5.16 L1515-1555)
     # 0.5.3 server_args.py L750-755: gpt-oss on capability 10.x only (is_sm100_supported), not on Hopper
     ("gpt-oss-120b", B200, 2, "0.5.3", True),
     ("gpt-oss-120b", H100, 2, "0.5.3", False),
-    ("gpt-oss-120b", H100, 2, "0.5.16", True),  # from 0.5.16 on 9.x too
-    ("deepseek-v3", H200, 8, "0.5.3", False),  # before 0.5.16 only gpt-oss
+    ("gpt-oss-120b", H100, 2, "0.5.16", True),  # on 9.x too since 0.5.7 (L1470-1493)
+    ("deepseek-v3", H200, 8, "0.5.3", False),  # 0.5.3: gpt-oss only (DeepSeek-V3 from 0.5.4, on 10.x)
     ("deepseek-v3", H200, 8, "0.4.9", False),  # the flag exists, off
     # DeepSeek-V4 joins the list in 0.5.18 (L1961-2001), not in 0.5.16
     ("deepseek-v4-flash", H200, 8, "0.5.16", False),
@@ -112,3 +112,18 @@ def test_fusion_leaves_a_dsa_deepseek_v3_out_in_0_5_4_and_0_5_5_only():
     dsa = dataclasses.replace(find_in_catalog("deepseek-v3.2"), architecture="DeepseekV3ForCausalLM")
     assert [fusion_on(dsa, B200, 8, False, v) for v in ("0.5.4", "0.5.5", "0.5.6")] == [False, False, True]
     assert fusion_on(find_in_catalog("deepseek-v3"), B200, 8, False, "0.5.5") is True
+
+
+@pytest.mark.parametrize("gpu, tp, node, version, on", [
+    # the node rule (module docstring): one node only from 0.5.6 (0.5.6 L1027-1035); more than one node on
+    # capability 10.x from 0.5.14 (L4294-4325); no node rule before 0.5.6
+    (H200, 16, 8, "0.5.23", False),  # 9.x across two nodes of 8
+    (H200, 8, 8, "0.5.23", True),  # one node
+    (B200, 16, 8, "0.5.23", True),  # 10.x across nodes, from 0.5.14
+    (B200, 16, 8, "0.5.13", False),  # one node only before 0.5.14
+    (B200, 16, 8, "0.5.5", True),  # no node rule before 0.5.6 (DeepSeek-V3 on 10.x from 0.5.4)
+])
+def test_the_fusion_s_node_rule_by_release(gpu, tp, node, version, on):
+    model = find_in_catalog("deepseek-v3")
+    said = warnings(model, gpu, tp, False, version, Deployment(tp=tp, node_gpus=node))
+    assert any("all-reduce fusion" in w.message for w in said) is on

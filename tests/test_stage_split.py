@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import training_log
 from kvplan.core.errors import KvplanError
 from kvplan.engines import resolve_engine, stage_split
 from kvplan.hardware.gpus import find_gpu
@@ -114,13 +115,10 @@ def test_fit_cli_prints_the_split_and_refuses_in_one_line():
 def test_check_log_reads_the_split_from_the_command_line():
     # vllm-project/vllm#34076: `VLLM_PP_LAYER_PARTITION=16,32 ... vllm serve ... --pipeline-parallel-size 2` on a
     # 48-layer Qwen3-Coder-30B-A3B: the deployment checked is pp 2 with 16 and 32 layers, said in the notes
-    from pathlib import Path
-
     from kvplan.engines.logparse import parse_log
     from kvplan.engines.logrecord import logged_deployment
 
-    log = Path(__file__).parent / "fixtures/logs/corpus/vllm-34076-qwen3-coder-30b-fp8-pp2.log"
-    rec = parse_log(log.read_text())
+    rec = parse_log(training_log("vllm-34076-qwen3-coder-30b-fp8-pp2"))
     notes: list[str] = []
     dep = logged_deployment(rec, None, notes)
     assert (dep.pp, dep.stage_layers) == (2, (16, 32))
@@ -134,15 +132,13 @@ def test_the_plan_names_where_its_split_came_from():
     # the assumption names its source: the option, the log's command line (vllm#34076's 16,32 on a 48-layer
     # Qwen3-30B-A3B), or the release's own cut, also where a check passes that cut back in (check-log's vLLM and
     # SGLang paths cut the deployment first: engines/vllm/reconcile.py, engines/sglang/reconcile.py)
-    from pathlib import Path
-
     from kvplan.engines.logparse import parse_log
     from kvplan.engines.logrecord import logged_deployment
 
     tail = "; memory is the binding stage's"
     option = [w.message for w in _plan("vllm", "19,21,20,20").warnings if "per pipeline stage" in w.message]
     assert option == ["layers per pipeline stage 19,21,20,20 as given (engine_opts pp_layer_partition)" + tail]
-    rec = parse_log((Path(__file__).parent / "fixtures/logs/corpus/vllm-34076-qwen3-coder-30b-fp8-pp2.log").read_text())
+    rec = parse_log(training_log("vllm-34076-qwen3-coder-30b-fp8-pp2"))
     dep = logged_deployment(rec, None, [])
     plan = resolve_engine("vllm", "0.15.1").result(resolve_model("qwen3-30b-a3b").spec, H100, dep, Request(8192)).plan
     logged = [w.message for w in plan.warnings if "per pipeline stage" in w.message]

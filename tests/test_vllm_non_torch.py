@@ -39,16 +39,17 @@ def test_single_gpu_boundary_is_the_graph_profiling_of_0_18():
 def test_each_side_of_the_boundary_on_training_logs():
     # One H100, tp 1, on each side of the 0.18 boundary (training split; llm-d's 0.15-0.18 sweep of Qwen3-14B is held
     # out, scored by benchmarks/budget_corpus.py, not here): llm-d-benchmark's vLLM 0.11.0 Llama-3.1-8B prints
-    # non-torch 0.13 GiB, llm-d-planner's 0.19.0 Qwen2.5-7B-Instruct 0.24 GiB; kvplan: 133 MiB = 0.130 GiB, then
-    # 246 MiB = 0.240 GiB.
+    # non-torch 0.13 GiB, llm-d-planner's 0.19.0 Qwen2.5-7B-Instruct 0.24 GiB. The first check is which fitted
+    # constant each side takes (the constants are fitted on these logs, so not evidence); the evidence is the
+    # printed figure, within 5%.
     b = _bench()
     index = yaml.safe_load((ROOT / "tests/fixtures/logs/corpus/index.yaml").read_text())
-    for rid, printed, mib in (("llmdbench-llama-3-1-8b", 0.13, 133),
-                              ("llmd-qwen-qwen2-5-7b-instruct-h100-80gb-tp1pp1dp1-8192", 0.24, 246)):
+    for rid, printed, side in (("llmdbench-llama-3-1-8b", 0.13, nt.NON_TORCH_SINGLE_V011),
+                               ("llmd-qwen-qwen2-5-7b-instruct-h100-80gb-tp1pp1dp1-8192", 0.24, nt.NON_TORCH_SINGLE)):
         rec = next(r for r in index if r["id"] == rid)
         assert not b.is_held_out(rec)
         pred = b.predict(rec, b.parsed(rec))["non_torch"]
-        assert pred == mib * 2**20 and b.parsed(rec).reported["non_torch_gib"].value == printed
+        assert pred == side and b.parsed(rec).reported["non_torch_gib"].value == printed
         assert abs(pred / 2**30 - printed) / printed <= 0.05, (rid, pred)
 
 

@@ -215,20 +215,22 @@ def case_prefill_graph(case, spec, gpu) -> bool:
     launch cost per MoE layer (kvplan.speed.terms `pmoe`): its request step's `Request.prefill_graph` (SGLang's default
     piecewise or breakable prefill graph at the release the run states, for its model, GPU, pp and DP attention:
     kvplan.engines.sglang.prefill_graph.decide, the rule its memory reserve follows). False under a run that states
-    --disable-piecewise-cuda-graph, for an engine without such a graph, or a setting its rules refuse; a run that states
-    no release kvplan reads ("main branch (as stated)") is read as the speed eras read it: the engine's current release
-    where its era is the current one (as a plan's unstated release), not told (False) in an older era. TensorRT-LLM's
-    piecewise graph is off by default: True where the run turns it on with a capture list that reaches its step budget
-    (kvplan.speed.corpus.prefill_graph_on)."""
+    --disable-piecewise-cuda-graph, for an engine without such a graph, a setting its rules refuse or a release not
+    told (case_release). TensorRT-LLM's piecewise graph is off by default: True where the run turns it on with a
+    capture list that reaches its step budget (kvplan.speed.corpus.prefill_graph_on)."""
     if case.engine in PREFILL_GRAPH_ON:
         return prefill_graph_on(case)
     if prefill_graph_off(case):  # the engines whose request step tells (SGLang's by release), unless a run turns it off
         return False
-    version = case.version if case.version and release_of(case.version) else None
-    if version is None and case.era != case.engine:  # an older era's run that states no release: not told
-        return False
-    got = case_request(case, spec, gpu, version, attention_dp(case))
+    told, version = case_release(case)
+    got = case_request(case, spec, gpu, version, attention_dp(case)) if told else None
     return got is not None and got.prefill_graph
+
+
+def case_release(case) -> tuple[bool, str | None]:
+    """(told, version): the run's release, else ("main branch (as stated)") the current one (None) in its era."""
+    version = case.version if case.version and release_of(case.version) else None
+    return version is not None or case.era == case.engine, version
 
 
 def case_ssm_dtype(case, spec, gpu) -> str:
@@ -236,12 +238,11 @@ def case_ssm_dtype(case, spec, gpu) -> str:
     step's `Request.ssm_dtype` (SGLang's pool: --mamba-ssm-dtype, else float32 or, from 0.5.9, the config's,
     kvplan.engines.sglang.mamba.pool_ssm_dtype), the one a plan's speed figures read; "" for a model without
     recurrent states, an engine whose fit keeps the reader's (`Engine.fit_follows_ssm_dtype`: vLLM, whose release
-    rule failed the adoption rule) or a setting its rules refuse."""
+    rule failed the adoption rule), a setting its rules refuse or a release not told (case_release)."""
     if spec is None or case.engine not in OPTS or not recurrent_states(spec.layers):
         return ""
-    if not engine_class(case.engine).fit_follows_ssm_dtype:  # no request to build for it
-        return ""
-    got = case_request(case, spec, gpu, case.version)
+    told, version = case_release(case)  # no request to build for an engine whose fit keeps the reader's
+    got = case_request(case, spec, gpu, version) if told and engine_class(case.engine).fit_follows_ssm_dtype else None
     return got.ssm_dtype if got is not None else ""
 
 

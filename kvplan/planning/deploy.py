@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kvplan.core.errors import arg
 from kvplan.model.layers import FullAttention, Kind, MLALatent, has_dsa
 from kvplan.model.spec import ModelSpec
 
@@ -46,10 +47,20 @@ class Deployment:
         return self.tp * self.pp * self.dp
 
 
+def node_of(dep, gpu=None) -> tuple[int, str]:
+    """GPUs in one node of this deployment, and where kvplan took the figure: the user's `gpus_per_node`
+    (Deployment.node_gpus), else the GPU profile's `node_gpus`, else NODE_GPUS assumed."""
+    if getattr(dep, "node_gpus", None):
+        return dep.node_gpus, f"{arg('gpus_per_node')} {dep.node_gpus}"
+    said = getattr(gpu, "node_gpus", None)
+    if said:
+        return said, f"{said} GPUs per node, the GPU profile's node_gpus"
+    return NODE_GPUS, f"assumed {NODE_GPUS} GPUs per node"
+
+
 def node_size(dep, gpu=None) -> int:
-    """GPUs in one node of this deployment: the user's `gpus_per_node` (Deployment.node_gpus), else the GPU profile's
-    `node_gpus`, else NODE_GPUS."""
-    return getattr(dep, "node_gpus", None) or getattr(gpu, "node_gpus", None) or NODE_GPUS
+    """GPUs in one node of this deployment (node_of)."""
+    return node_of(dep, gpu)[0]
 
 
 def tp_spans_nodes(dep, gpu=None) -> bool:
@@ -62,8 +73,7 @@ def nvlink_past_node(gpu, ranks: int) -> bool:
     `ranks` GPUs: multi-node NVLink (a GB200 NVL72 rack of 4-GPU trays), where ranks on other nodes still use
     NVLink."""
     domain = getattr(gpu, "interconnect_domain", None) or 0
-    node = getattr(gpu, "node_gpus", None) or NODE_GPUS
-    return getattr(gpu, "interconnect_kind", None) == "nvswitch" and domain >= ranks and domain > node
+    return getattr(gpu, "interconnect_kind", None) == "nvswitch" and domain >= ranks and domain > node_size(None, gpu)
 
 
 # How an engine cuts n layers over pp stages where nobody set layers per stage (kvplan.engines.stage_split.CUTS says

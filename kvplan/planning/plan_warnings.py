@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from kvplan.core.errors import arg
+from kvplan.core.intmath import cdiv
 from kvplan.hardware.facts import unified
 from kvplan.model.spec import PLAIN_BYTES, ModelSpec, assumed_int4_group, override_note
-from kvplan.planning.deploy import node_size, nvlink_past_node, tp_spans_nodes
+from kvplan.planning.deploy import node_of, nvlink_past_node, tp_spans_nodes
 
 # weight dtypes vLLM and SGLang quantize a 16-bit checkpoint to as they load it (kvplan.engines.emit.weight_args),
 # and how.
@@ -108,12 +109,10 @@ def node_span_warnings(gpu, dep) -> list[PlanWarning]:
     terms price (docs/engines.md, "A tensor-parallel group across nodes")."""
     if not tp_spans_nodes(dep, gpu):
         return []
-    node = node_size(dep, gpu)
-    whose = (arg("gpus_per_node") if dep.node_gpus else "the GPU profile's node_gpus" if getattr(gpu, "node_gpus", None)
-             else "assumed: an 8-GPU board")
+    node, whose = node_of(dep, gpu)
     nvlink = nvlink_past_node(gpu, dep.tp)
     link = "multi-node NVLink" if nvlink else "the network: per channel and peer, NCCL_BUFFSIZE each"
-    text = (f"tensor parallelism {dep.tp} spans {-(-dep.tp // node)} nodes ({node} GPUs per node, {whose}): the "
+    text = (f"tensor parallelism {dep.tp} spans {cdiv(dep.tp, node)} nodes ({whose}): the "
             f"buffers NCCL allocates for peers on other nodes (over {link}) are not priced, so the memory per GPU is "
             "low by them")
     if not nvlink:

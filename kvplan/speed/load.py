@@ -286,7 +286,7 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
     first = first_wave(load, b)  # a wave request's first token: the end of the step its prompt ends in
     staggered, before, turn = request = later_request(load, b, g, burst, first)
     if burst:  # n requests at once: B start, each later one when a slot frees, one every T
-        wait = (c - b) ** 2 / (2 * c)  # the mean over all n of max(0, j - B) x T
+        wait = (c - b) ** 2 / (2 * c)  # the mean over n of max(0, j - B) x T, continuous: (n-B)(n-B+1)/2n exactly
         share = b / c
         wave = tuple(f + d for f, d in zip(first, wave_decode(b, load.isl, osl, load.chunk)))  # a wave request's E2E
         # every request the same lengths: the wave's slots free as its requests finish, not from the start

@@ -50,7 +50,7 @@ def stated(load: Load, mode: tuple, first: tuple, request: tuple, cm: dict) -> d
     median (`Load.medians`), a burst's or a closed loop's (module docstring); as given elsewhere. combos passes what it
     priced them from: `mode` batch_and_mode's (B, c, burst), `first` first_wave's, `request` later_request's."""
     names = load.medians & {"ttft", "e2el"}
-    if not names or at_rate(load) or load.bench != "serve":
+    if not names or at_rate(load):  # combos returns before `median` for llama-bench loads
         return cm
     b, c, burst = mode
     staggered, before, turn = request

@@ -289,7 +289,7 @@ class Sglang(Engine):
         fabric = sglang_allreduce.needs_fabric(gpu, tp_size)
         facts = (*fact_warnings("SGLang", gpu, (["compute_capability"] if needs else []) +
                                 (["interconnect.kind"] if fabric else [])),  # and the terms it leaves unpriced
-                 *sglang_unpriced.warnings(model, gpu, tp_size, dp_attention(model, dep, self.opts), version))
+                 *sglang_unpriced.warnings(model, gpu, tp_size, dp_attention(model, dep, self.opts), version, dep))
         # tagged as what this engine assumes of unified memory, so the plan's general note is not said twice
         # (sglang_uma.warnings: none on a discrete GPU without the options)
         if st is None:

@@ -13,25 +13,25 @@ re-sized after CUDA-graph capture, and FlashInfer's all-reduce fusion workspace 
 * FlashInfer's all-reduce fusion (`--enable-flashinfer-allreduce-fusion` from 0.4.9, off): SGLang turns it on by
   itself where FUSION below says, read release by release in the PyPI wheels (`server_args.py` unless said; every rule
   also needs tp > 1, the workspace being made only then, `flashinfer_comm_fusion.py` ensure_workspace_initialized
-  `world_size <= 1: return False`, 0.5.3 L105-107, and no DP attention):
-  0.5.3 GptOssForCausalLM on capability 10.x (L750-755); 0.5.4 DeepseekV3ForCausalLM too, on 10.x, unless its config
-  is DSA (`not is_deepseek_nsa`, L879-895; gpt-oss L928-932); 0.5.5 gpt-oss on 10.x or 12.x (`is_blackwell_supported`,
-  `utils/common.py` L201-206; L964-971), DeepSeek as in 0.5.4 (L899-915); 0.5.6 both on one node only, DeepSeek-V3
-  with or without DSA (L1027-1035, L1086-1093); 0.5.7 one list (DeepseekV3, GptOss, Glm4Moe, Qwen3Moe) on 9.x, 10.x or
-  12.x, one node, no MoE all-to-all, not an H20 (`"H20" in device_name and "H200" not in`, L1470-1493); 0.5.8 9.x or
-  10.x only, Glm4MoeLite added (L1600-1626); 0.5.9 KimiK25 (L1672-1697); 0.5.10 Qwen3.5 and its MoE (L2080-2110);
-  0.5.11 DeepseekV32, GlmMoeDsa, Qwen3Next (L2320-2353); 0.5.12 InternS2Preview (L2440-2468); 0.5.13 MistralLarge3,
-  the H20 no longer left out (L2620-2651); 0.5.14 Qwen3VLMoe, NemotronH and its Puzzle, and more than one node on
-  10.x (L4294-4325; 0.5.15 `arg_groups/overrides.py` L1350-1395, the same); 0.5.16 as 0.5.14 (`arg_groups/overrides.py`
-  L1515-1555), 0.5.18 DeepSeek-V4 (L1961-2001), 0.5.20 L1000-1046, 0.5.23 L929-999, which also picks CuTeDSL's for
-  MiMo-V2 on 10.x. kvplan plans one node. Its workspace (`layers/flashinfer_comm_fusion.py`, 0.5.23 L253-317, and
-  0.5.11 L191-249 the same: a buffer of tp x max_token_num x hidden x 2 B, flags and three Lamport buffers of up to
-  tp x max_token_num x hidden x 2 B, each rounded to 2 MiB and then to the driver's allocation and multicast
-  granularity; max_token_num 2,048 in every release, `layers/communicator.py` FUSE_ALLREDUCE_MAX_BATCH_SIZE, 0.5.3
-  L65, 0.5.14 L160; one workspace for the attention group and one for the MoE group in 0.5.23) is created by the
-  graph runners' warm-up, after the pool (0.5.23 `model_executor/runner/base_runner.py` L329-333): the budget does not
-  see it, so #tokens stays exact, and the 1 - mem_fraction_static headroom must hold it. Its size rests on the
-  FlashInfer build and the driver's granularity, not on SGLang's source: not priced, said where SGLang turns it on.
+  `world_size <= 1: return False`, 0.5.3 L105-107, and no DP attention): 0.5.3 GptOssForCausalLM on capability 10.x
+  (L750-755); 0.5.4 DeepseekV3ForCausalLM too, on 10.x, unless its config is DSA (`not is_deepseek_nsa`, L879-895;
+  gpt-oss L928-932); 0.5.5 gpt-oss on 10.x or 12.x (`is_blackwell_supported`, `utils/common.py` L201-206; L964-971),
+  DeepSeek as in 0.5.4 (L899-915); 0.5.6 both on one node only, DeepSeek-V3 with or without DSA (L1027-1035,
+  L1086-1093); 0.5.7 one list (DeepseekV3, GptOss, Glm4Moe, Qwen3Moe) on 9.x, 10.x or 12.x, one node, no MoE
+  all-to-all, not an H20 (`"H20" in device_name and "H200" not in`, L1470-1493); 0.5.8 9.x or 10.x only, Glm4MoeLite
+  added (L1600-1626); 0.5.9 KimiK25 (L1672-1697); 0.5.10 Qwen3.5 and its MoE (L2080-2110); 0.5.11 DeepseekV32,
+  GlmMoeDsa, Qwen3Next (L2320-2353); 0.5.12 InternS2Preview (L2440-2468); 0.5.13 MistralLarge3, the H20 no longer left
+  out (L2620-2651); 0.5.14 Qwen3VLMoe, NemotronH and its Puzzle, and more than one node on 10.x (L4294-4325; 0.5.15
+  `arg_groups/overrides.py` L1350-1395, the same); 0.5.16 as 0.5.14 (`arg_groups/overrides.py` L1515-1555), 0.5.18
+  DeepSeek-V4 (L1961-2001), 0.5.20 L1000-1046, 0.5.23 L929-999, which also picks CuTeDSL's for MiMo-V2 on 10.x; the
+  node rule by release: `_nodes_allow`. Its workspace (`layers/flashinfer_comm_fusion.py`, 0.5.23 L253-317, and 0.5.11
+  L191-249 the same: a buffer of tp x max_token_num x hidden x 2 B, flags and three Lamport buffers of up to tp x
+  max_token_num x hidden x 2 B, each rounded to 2 MiB and then to the driver's allocation and multicast granularity;
+  max_token_num 2,048 in every release, `layers/communicator.py` FUSE_ALLREDUCE_MAX_BATCH_SIZE, 0.5.3 L65, 0.5.14
+  L160; one workspace for the attention group and one for the MoE group in 0.5.23) is created by the graph runners'
+  warm-up, after the pool (0.5.23 `model_executor/runner/base_runner.py` L329-333): the budget does not see it, so
+  #tokens stays exact, and the 1 - mem_fraction_static headroom must hold it. Its size rests on the FlashInfer build
+  and the driver's granularity, not on SGLang's source: not priced, said where SGLang turns it on.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from __future__ import annotations
 from kvplan.engines.base import parse_version
 from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.model.layers import has_dsa, has_mla
+from kvplan.planning.deploy import node_size
 from kvplan.planning.plan_warnings import PlanWarning
 
 POST_CAPTURE_FROM = (0, 5, 16)
@@ -68,12 +69,22 @@ FUSION = (((0, 5, 23), _each(_ARCHS | _NEW | {"MiMoV2FlashForCausalLM"}), False)
           ((0, 5, 7), _each(_LIST7, (9, 10, 12)), True), ((0, 5, 5), {_V3: (10,), _OSS: (10, 12)}, False),
           ((0, 5, 4), {_V3: (10,), _OSS: (10,)}, False), ((0, 5, 3), {_OSS: (10,)}, False))
 _NO_DSA = ((0, 5, 4), (0, 5, 6))  # [from, to): DeepseekV3ForCausalLM only where its config is not DSA
+ONE_NODE, MULTI_NODE_10X = (0, 5, 6), (0, 5, 14)  # one node only from 0.5.6; more than one on 10.x from 0.5.14
 
 
-def fusion_on(model, gpu, tp_size: int, dp_attention: bool, version: str) -> bool:
-    """Whether SGLang `version` turns FlashInfer's all-reduce fusion on by itself for this model and GPU."""
+def _nodes_allow(v: tuple, cap_major: int, spans: bool) -> bool:
+    """Whether the release's node rule lets the fusion on for a tp group that `spans` nodes (module docstring): no
+    rule before 0.5.6, one node only from it, more than one node on capability 10.x from 0.5.14."""
+    return not spans or v < ONE_NODE or (v >= MULTI_NODE_10X and cap_major == 10)
+
+
+def fusion_on(model, gpu, tp_size: int, dp_attention: bool, version: str, spans: bool = False) -> bool:
+    """Whether SGLang `version` turns FlashInfer's all-reduce fusion on by itself for this model and GPU, its tp group
+    on one node or (`spans`) on several."""
     cap, v = capability_of(gpu), parse_version(version)
     if vendor_of(gpu) != "NVIDIA" or cap is None or tp_size < 2 or dp_attention or v < FUSION[-1][0]:
+        return False
+    if not _nodes_allow(v, cap[0], spans):
         return False
     archs, no_h20 = next((a, h) for since, a, h in FUSION if v >= since)
     if no_h20 and "H20" in (name := getattr(gpu, "device_name", None) or "") and "H200" not in name:
@@ -85,9 +96,10 @@ def fusion_on(model, gpu, tp_size: int, dp_attention: bool, version: str) -> boo
     return cap[0] in archs.get(model.architecture, ())
 
 
-def warnings(model, gpu, tp_size: int, dp_attention: bool, version: str) -> tuple[PlanWarning, ...]:
+def warnings(model, gpu, tp_size: int, dp_attention: bool, version: str, dep=None) -> tuple[PlanWarning, ...]:
     """The unpriced terms' assumptions for a plan (module docstring): post-capture KV sizing off, where the release
-    has it and the model could use it; FlashInfer's fusion workspace outside the budget, where SGLang turns it on."""
+    has it and the model could use it; FlashInfer's fusion workspace outside the budget, where SGLang turns it on (its
+    tp group of `tp_size` on one node or on several: kvplan.planning.deploy.node_size of `dep`)."""
     out = []
     v = parse_version(version)
     mla = has_mla(model.layers)
@@ -96,7 +108,7 @@ def warnings(model, gpu, tp_size: int, dp_attention: bool, version: str) -> tupl
             f"SGLang {version}'s post-capture KV sizing (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING) assumed off, its "
             "default: set, SGLang re-sizes the token pool after CUDA-graph capture to the memory then free, which "
             "kvplan does not price", note=True))  # an assumption at the default, not a danger: a note
-    if fusion_on(model, gpu, tp_size, dp_attention, version):
+    if fusion_on(model, gpu, tp_size, dp_attention, version, tp_size > node_size(dep, gpu)):
         out.append(PlanWarning.literal(
             f"SGLang {version} turns FlashInfer's all-reduce fusion on for {model.architecture} here: its workspace "
             "(tp x 2,048 tokens x hidden size, four buffers a group, rounded by FlashInfer and the driver) is "

@@ -30,28 +30,16 @@ from __future__ import annotations
 from math import gcd
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
-from kvplan.planning.deploy import NODE_GPUS
+from kvplan.planning.deploy import node_of
 from kvplan.readers.mlp_layout import dense_mlp_layers, exact_mlp_width
 
 ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM")  # register_auto_model at a43cf9e3
-GPUS_PER_NODE = NODE_GPUS  # assumed where neither the deployment nor the GPU profile gives the node's GPUs
 DEFAULT_GROUP = 128  # QuantConfig.group_size's default, what an unquantized checkpoint's block_size reads
 
 
 def _width(model, params: int, layers: int, what: str, tp: int) -> int:
     """One MLP's intermediate width, refused where the parameter counts give none exactly."""
     return exact_mlp_width(model, params, layers, what, tp, "place TensorRT-LLM's narrowed split at")
-
-
-def node_gpus(dep, gpu=None) -> tuple[int, str]:
-    """The gpus_per_node TensorRT-LLM builds with, and where kvplan took it: the deployment's (the user's), the GPU
-    profile's `node_gpus`, else GPUS_PER_NODE assumed."""
-    if getattr(dep, "node_gpus", None):
-        return dep.node_gpus, f"{arg('gpus_per_node')} {dep.node_gpus}"
-    said = getattr(gpu, "node_gpus", None)
-    if said:
-        return said, f"{said} GPUs per node, the GPU profile's node_gpus"
-    return GPUS_PER_NODE, f"assumed {GPUS_PER_NODE} GPUs per node"
 
 
 def _narrowed(model, width: int, tp: int, node: int, what: str) -> int:
@@ -73,7 +61,7 @@ def splits(model, dep, gpu=None) -> tuple[int, int] | None:
         return None
     p = model.params
     n_dense = dense_mlp_layers(model)
-    node = node_gpus(dep, gpu)[0]
+    node = node_of(dep, gpu)[0]
     mlp = _narrowed(model, _width(model, p.mlp, n_dense, "dense MLP", dep.tp), dep.tp, node, "dense MLP") \
         if n_dense else dep.tp
     shared = dep.tp
@@ -91,5 +79,5 @@ def note(model, dep, gpu=None) -> str | None:
     mlp, shared = got
     return (f"TensorRT-LLM splits {model.name}'s dense MLP layers over {mlp} and its shared experts over {shared} of "
             f"the {dep.tp} tensor-parallel ranks (DeepseekV3DecoderLayer._compute_mlp_tp_size: gcd(width / block, tp), "
-            f"then with gpus_per_node; {node_gpus(dep, gpu)[1]}): each rank holds 1/{mlp} and 1/{shared} "
+            f"then with gpus_per_node; {node_of(dep, gpu)[1]}): each rank holds 1/{mlp} and 1/{shared} "
             "of them")

@@ -68,7 +68,7 @@ def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
                           "attn_layer_indices / layers_block_type say otherwise, and kvplan reads only that layout",
                           EXIT_USAGE)
     mixer = _mixer(cfg, g["hidden"])
-    inner, heads, head_dim, state, groups, kernel = mixer
+    _, heads, head_dim, state, groups, kernel = mixer  # its inner width: _params'
     ssm = mamba2_state(cfg, heads, head_dim, state, groups, kernel)
     layer = ParallelHybrid(FullAttention(g["kv_heads"], g["head_dim"]), ssm)
     return g, [layer] * n, _params(cfg, g, n, mixer)

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.bench.running import case_ssm_dtype, running
+from kvplan.bench.case_request import case_ssm_dtype
+from kvplan.bench.running import running
 from kvplan.engines.sglang.mamba import StateSettings, pool_ssm_dtype, ssm_dtype_of
 from kvplan.model.recurrent import RecurrentState
 from kvplan.sources.catalog import find_in_catalog

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from kvplan import api
-from kvplan.bench.running import case_prefill_graph
+from kvplan.bench.case_request import case_prefill_graph
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed import model as speed

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.bench.running import case_prefill_graph, running
+from kvplan.bench.case_request import case_prefill_graph
+from kvplan.bench.running import running
 from kvplan.speed import model as speed
 from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import Built, _gpu, _spec

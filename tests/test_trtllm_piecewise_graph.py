@@ -23,9 +23,9 @@ import pytest
 from kvplan.bench.case_request import case_prefill_graph
 from kvplan.bench.running import running
 from kvplan.speed import model as speed
-from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import Built, _gpu, _spec
 from kvplan.speed.terms import TERMS
+from conftest import speed_cases
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "speed"
 NVFP4 = "inferencex-run-21640806486"  # DeepSeek-R1 NVFP4 on B200, TensorRT-LLM 1.2.0rc6.post2
@@ -35,7 +35,7 @@ FP8 = "inferencex-run-21484110885"  # DeepSeek-R1 FP8 on B200, the same release
 @functools.cache
 def _cases() -> tuple:
     """The speed corpus's cases, read once (a test changes a case through dataclasses.replace, never in place)."""
-    return tuple(read_corpus(CORPUS)[0])
+    return speed_cases()[0]
 
 
 def _case(source: str, point: str):

@@ -66,6 +66,20 @@ def test_a_capture_list_short_of_the_step_budget_is_eager():
     assert _graphed(replace(case, flags={**case.flags, "enable_piecewise_cuda_graph": False})) is False
 
 
+def test_under_attention_dp_a_context_step_replays_only_with_every_rank_prefilling():
+    # _get_padding_params (@1a0dc5f7 model_engine.py): under attention DP each rank's num_ctx_requests != 0 is
+    # allgathered and the piecewise graph runs only if every rank's holds. InferenceX's dp-attention point (8 ranks,
+    # 8,192 captured = max_num_tokens) turns attention_dp_config.enable_balance on, which holds context requests back
+    # until every rank has one: replayed. The same run unbalanced has context steps with some rank empty: eager. One
+    # rank (dp 1) has no other rank to wait for.
+    case = _case("inferencex-run-26016880548", "tp8ep8-dpa-1k1k-c128")
+    assert (case.dp, case.flags["enable_attention_dp"], case.flags["attention_dp_enable_balance"]) == (8, True, True)
+    assert _graphed(case) is True
+    unbalanced = replace(case, flags={**case.flags, "attention_dp_enable_balance": False})
+    assert _graphed(unbalanced) is False
+    assert _graphed(replace(unbalanced, dp=1)) is True
+
+
 def test_a_graphed_run_prices_no_moe_launches_and_keeps_the_layers():
     # DeepSeek-R1: 61 layers, the first 3 dense (first_k_dense_replace), 58 MoE. One 1,000-token prompt within the
     # 8,192-token budget is one context step: eagerly 61 layer launches (`player`) and 58 MoE-block launches (`pmoe`);

@@ -9,6 +9,7 @@ from __future__ import annotations
 from kvplan.core.errors import KvplanError
 from kvplan.core.releases import release_of
 from kvplan.engines import configure, engine_class
+from kvplan.engines.scheduler import balance_iters
 from kvplan.model.recurrent import recurrent_states
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
@@ -41,14 +42,26 @@ def case_prefill_graph(case, spec, gpu) -> bool:
     kvplan.engines.sglang.prefill_graph.decide, the rule its memory reserve follows). False under a run that states
     --disable-piecewise-cuda-graph, for an engine without such a graph, a setting its rules refuse or a release not
     told (case_release). TensorRT-LLM's piecewise graph is off by default: True where the run turns it on with a
-    capture list that reaches its step budget (kvplan.speed.corpus.prefill_graph_on)."""
+    capture list that reaches its step budget (kvplan.speed.corpus.prefill_graph_on) and, under attention DP, every
+    rank has a context request in a context step (_every_rank_prefills), as SGLang's rule is told its DP attention."""
     if case.engine in PREFILL_GRAPH_ON:
-        return prefill_graph_on(case)
+        return prefill_graph_on(case) and _every_rank_prefills(case)
     if prefill_graph_off(case):  # the engines whose request step tells (SGLang's by release), unless a run turns it off
         return False
     told, version = case_release(case)
     got = case_request(case, spec, gpu, version, attention_dp(case)) if told else None
     return got is not None and got.prefill_graph
+
+
+def _every_rank_prefills(case) -> bool:
+    """Whether every attention-DP rank has a context request in a context step of the case's run, which TensorRT-LLM's
+    piecewise graph needs under attention DP: each rank's can_run_piecewise_cuda_graph (num_ctx_requests != 0 and
+    every rank's tokens within the largest captured count) is allgathered, and the step runs eagerly on every rank
+    unless all hold (NVIDIA/TensorRT-LLM@1a0dc5f70054f66d892df6a964996fc5ead6f81e:tensorrt_llm/_torch/pyexecutor/
+    model_engine.py `_get_padding_params`). True for one rank, or where attention-DP balancing holds context requests
+    back until every rank has one (kvplan.engines.scheduler.balance_iters; a step its timeout releases with a rank
+    empty, eager, is not priced apart); False for several ranks unbalanced, whose context steps are priced eager."""
+    return case.dp <= 1 or not attention_dp(case) or balance_iters(case.engine, case.flags, True) is not None
 
 
 def case_release(case) -> tuple[bool, str | None]:

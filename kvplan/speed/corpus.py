@@ -141,7 +141,9 @@ def prefill_graph_off(case: Case) -> bool:
 def prefill_graph_on(case: Case) -> bool:
     """Whether a run turns on its engine's prefill CUDA graph with a capture list that reaches its step budget, so
     every prefill step replays from it (PREFILL_GRAPH_ON: TensorRT-LLM's piecewise graph, its stated
-    `capture_num_tokens_max` at least the stated max_num_tokens); False where either is not stated."""
+    `capture_num_tokens_max` at least the stated max_num_tokens); False where either is not stated. Under attention
+    DP the step replays only where every rank has a context request, a rule of the engine's scheduler that this
+    layer cannot read (kvplan.engines.scheduler.balance_iters): kvplan.bench.case_request.case_prefill_graph adds it."""
     on, top = PREFILL_GRAPH_ON.get(case.engine, (None, None))
     flags = case.flags or {}
     budget = _int(flags.get("max_num_tokens"), 0)

@@ -82,7 +82,7 @@ def _term(pred: float, eng: float) -> dict:
 def given_budget(rec: dict, rep: dict, engine, model, dep, req, st) -> dict:
     """(a): the token range the printed K size gives by kvplan's K bytes per token (buffers hold tokens + one page),
     and the K size kvplan gives for the printed tokens, as text to the printed decimals."""
-    from kvplan.engines.sglang.engine import pool_cell
+    from kvplan.engines.sglang.pool import pool_cell
     from kvplan.planning.plan import cache_dtypes
 
     kvd = cache_dtypes(req, model)[0]

@@ -115,6 +115,19 @@ def speed_corpus() -> tuple:
     return tuple((f.name, yaml.load(f.read_text(), Loader=loader)) for f in sorted(SPEED_CORPUS.glob("*.yaml")))
 
 
+@functools.cache
+def speed_cases() -> tuple:
+    """(cases, {reason: points skipped}) of tests/fixtures/speed as kvplan.speed.corpus.read_corpus reads it, once per
+    test process (each read parses the 3.4 MB corpus and makes its cases again; some forty tests read it). Shared: a
+    test changes a case through dataclasses.replace, never in place."""
+    from types import MappingProxyType
+
+    from kvplan.speed.corpus import read_corpus
+
+    cases, skipped = read_corpus(SPEED_CORPUS)
+    return tuple(cases), MappingProxyType(skipped)
+
+
 def speed_corpus_points():
     """(file name, point with its file's defaults) of every point of speed_corpus()."""
     for name, doc in speed_corpus():

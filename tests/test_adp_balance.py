@@ -8,8 +8,8 @@ import pytest
 from kvplan.bench.running import Running, case_balance, running
 from kvplan.engines.scheduler import balance_iters
 from kvplan.speed.balance import arrivals, balance_wait, held_back
-from kvplan.speed.corpus import read_corpus
 from kvplan.speed.load import Load, combos
+from conftest import speed_cases
 
 # TensorRT-LLM 1.x's PyTorch executor, py_executor.py `_balance_adp_requests` (kvplan.engines.scheduler's citation):
 # every iteration in which some attention-DP rank has no context request, no rank schedules its context requests and
@@ -87,7 +87,7 @@ def test_a_wave_carries_the_wait_in_its_ttft_as_in_its_e2e():
 
 
 def test_the_speed_fit_reads_it_from_the_corpus_sized_or_not():
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     by_id = {(c.source, c.id): c for c in cases}
     # InferenceX's script sets attention_dp_config {enable_balance: true, batching_wait_iters: 0, timeout_iters: 60}
     # on its attention-DP runs (the fixture's `inferred: flags`)
@@ -106,7 +106,7 @@ def test_mlperf_deepseek_r1_runs_state_the_harness_balance():
     # TrtllmExtraYAMLConfig._generate_extra_config_yaml; defaults True / 500 / 10); the Server configs set 9 / 3
     # (closed/NVIDIA/configs/B200-SXM-180GBx8/Server/deepseek-r1.py) and 6 / 2
     # (closed/CoreWeave/configs/GB300-NVL8-CoreWeave/Server/deepseek-r1.py), the Offline ones keep 500 / 10
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     by_id = {c.id: c for c in cases if c.source == "mlperf-inference-v5.1"}
     assert case_balance(by_id["nvidia-b200-sxm-180gbx8_trt-deepseek-r1-server"]) == (9, 3)
     assert case_balance(by_id["coreweave-gb300-nvl8-coreweave_trt-deepseek-r1-server"]) == (6, 2)

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import read_point
+from conftest import read_point, speed_cases
 from kvplan.bench.running import Running, case_waves, running
 from kvplan.core.errors import KvplanError
 from kvplan.engines.scheduler import budget_bound, prefill_first_release, resident_context, worker_chunk
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.corpus import Case, read_corpus
+from kvplan.speed.corpus import Case
 from kvplan.speed.fit import Built
 from kvplan.speed.load import Load
 
@@ -105,7 +105,7 @@ def test_what_the_engine_rules_do_not_take_keeps_the_plain_estimate():
 
 def dstack_case(point_id: str) -> Case:
     """One point of dstack's DeepSeek-R1 study (tests/fixtures/speed), read as the corpus reads it."""
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     return next(c for c in cases if c.source == "dstack-benchmarks-deepseek-r1-h200-mi300x" and c.id == point_id)
 
 
@@ -234,7 +234,7 @@ def test_amd_mlperf_points_carry_their_harness_running_limit():
     # beside ~47 GB of fp8 weights hold about 1,940 of them, under the harness's 5000. (The 127 GB is kvplan's own
     # budget, so the 1,800-2,100 band pins it; the bound below 5000 does not rest on it: all 206,141,652,992 B of
     # the card (rocm-smi) less 46.7e9 B of fp8 weights hold at most 159.4e9 / 65.4e6 = 2,437 such requests.)
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     c = next(c for c in cases if c.id == "amd-8xmi300x_2xepyc_9575f-mixtral-8x7b-offline")
     assert c.max_seqs == 5000 and int(c.flags["max_num_batched_tokens"]) == 51200
     r = running(c, find_in_catalog("mixtral-8x7b-v0.1"), find_gpu("mi300x"))
@@ -251,7 +251,7 @@ def test_nvidia_harness_runtime_batch_size_overrides_the_build():
     # each of tp 8's ranks; the fp8 weights, ~405e9 B / 8 = 51 GB a rank, leave ~90 GB of a 141 GB part, and even 50 GB
     # of it at the 0.9 fraction holds 45e9 / (32,256 x (9,428.64 + 656.36 / 2)) = 143 requests; so the runtime limit,
     # 64, binds (with the build's 512 the pool would).
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     for scenario in ("server", "interactive"):
         c = next(c for c in cases if c.id == f"nebius-h200-sxm-141gbx8_trt-llama3_1-405b-{scenario}")
         assert c.max_seqs == 64 and c.flags["gpu_batch_size"] == "512" and c.tp == 8
@@ -305,7 +305,7 @@ def test_mlperf_v4_1_b200_preview_runs_fp8_weights_and_kv():
     # 80 layers x 8 KV heads x 128 x 2 = 163,840 elements, 163,840 B at FP8: 1,416 x 359.3 x 163,840 B = 83.4 GB of KV.
     # At fp16, Llama-2-70B's 68.98e9 parameters take 138 GB of the part's 191.5 GB (torch's 178.35 GiB), leaving at most
     # 53.5 GB, under 53.5e9 / (359.3 x 163,840 x 2 B at a 16-bit KV) = 454 requests: fp16 cannot hold what ran.
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     mine = [c for c in cases if c.id.startswith("nvidia-b200-sxm-180gbx1_trt-llama2-70b-99-")]
     assert len(mine) == 2 and all((c.weight_dtype, c.kv_dtype) == ("fp8", "fp8") for c in mine)
     server = next(c for c in mine if c.id.endswith("-server"))

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kvplan.speed.corpus import read_corpus
 from kvplan.speed.ggml import materializes_scores
+from conftest import speed_cases
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
 # compare-llama-bench tables (PR descriptions): each row ends `| t/s master | t/s PR build | Speedup |`
@@ -39,7 +39,7 @@ def test_15131_reads_flashattention_from_the_tables_own_column():
 
 def test_the_new_sources_are_priced():
     # every point of the four sources is read into a case (none skipped): 11 + 16 + 6 + 16 = 49
-    cases, _ = read_corpus(CORPUS)
+    cases, _ = speed_cases()
     counts = {s: sum(c.source == s for c in cases) for s in COMPARE}
     assert counts == {s: len(_points(s)) for s in COMPARE}
     assert sum(counts.values()) == 49

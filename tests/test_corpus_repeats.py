@@ -8,8 +8,8 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from conftest import speed_corpus_points
-from kvplan.speed.corpus import in_training, read_corpus
+from conftest import speed_cases, speed_corpus_points
+from kvplan.speed.corpus import in_training
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
 # sgl-project/sglang@v0.4.1:python/sglang/srt/server_args.py: torch_compile_max_bs = 32 (the default every release
@@ -72,7 +72,7 @@ def test_no_training_source_prints_one_run_twice():
 def test_no_priced_training_run_decodes_in_torch_compile_graphs():
     # A run at a request rate holds rate x mean E2E requests on average (Little's law). Datacrunch's Llama-3.3-70B
     # on 4 x H200 at 1 request/s: 1 x 7.84 s = 7.8 requests, within 32, left out; at 4/s: 4 x 12.90 s = 51.6, kept.
-    cases, _ = read_corpus(CORPUS)
+    cases, _ = speed_cases()
     held = {}
     for c in cases:
         rate = c.load.rate

@@ -20,10 +20,11 @@ from kvplan.cli import app
 from kvplan.engines.scheduler import lockstep_mixed, lockstep_workers
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.corpus import one_engine_dp, read_corpus
+from kvplan.speed.corpus import one_engine_dp
 from kvplan.speed.load import Load, combos, value
 from kvplan.speed.model import decode_seconds
 from kvplan.speed.shape import shape_for
+from conftest import speed_cases
 
 T_WAVE, T_DEC, T_GRP = 4.0, 0.1, 2.0
 FIXTURES = Path(__file__).parent / "fixtures" / "speed"
@@ -58,7 +59,7 @@ def test_mixed_lockstep_cycle_by_hand():
 
 
 def test_the_corpus_reads_vllms_stated_dp_of_a_moe_as_lockstep_ranks():
-    cases, _ = read_corpus(FIXTURES)
+    cases, _ = speed_cases()
     blog = next(c for c in cases if c.source == "vllm-blog-2026-02-13-gb300-deepseek")  # --data-parallel-size 2
     r1, dense = find_in_catalog("deepseek-r1"), find_in_catalog("llama-3.1-8b")
     assert one_engine_dp(blog) and case_lockstep(blog, r1) == 2

@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from kvplan.speed.corpus import case_of, drawn_lengths, read_corpus
+from kvplan.speed.corpus import case_of, drawn_lengths
 from kvplan.speed.load import group
+from conftest import speed_cases
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
 
@@ -44,7 +45,7 @@ def test_a_default_range_ratio_reads_the_mean_and_one_request_groups():
 def test_the_sglang_cookbook_mi300x_cells_draw_their_lengths():
     # their stated command passes --random-input-len / --random-output-len 1000 and no --random-range-ratio
     # (sgl-project/sglang@f2ef530700616760421c3353ccc5b9a83d8cebd4 minimax-m2.7-benchmarks.jsx; gemma4 at 8d1d5e92)
-    cases, _ = read_corpus(CORPUS)
+    cases, _ = speed_cases()
     mine = [c for c in cases if c.source in ("sglang-docs-minimax-m2.7-benchmarks", "sglang-docs-gemma4-benchmarks")]
     assert len(mine) == 12
     assert all(c.load.drawn and c.load.isl == 500.0 and c.load.osl == 500.0 for c in mine)
@@ -55,7 +56,7 @@ def test_the_0_5_16_mi300x_gemma4_cells_draw_their_lengths_too():
     # bench_serving defaults --random-range-ratio to 0.0 (wheel sglang/benchmark/serving.py L2281-2287): means
     # 8192 x (1 + 0) / 2 = 4,096 and 1024 x (1 + 0) / 2 = 512. The table's c4096 median TTFT, 2,645 s, is half a
     # drawn run (4,096 x 512.5 / 401 tok/s = 5,235 s), not half a fixed one (10,460 s).
-    cases, _ = read_corpus(CORPUS)
+    cases, _ = speed_cases()
     mine = [c for c in cases if c.source == "sglang-docs-gemma4-benchmarks-v0.5.16"]
     assert len(mine) == 6 and all(c.load.drawn and (c.load.isl, c.load.osl) == (4096.0, 512.0) for c in mine)
     nvidia = [c for c in cases if c.source == "sglang-docs-gemma4-benchmarks-nvidia-v0.5.16"]

@@ -10,7 +10,7 @@ import re
 
 from typer.testing import CliRunner
 
-from conftest import REPO, engine_figures
+from conftest import REPO, engine_figures, speed_cases
 
 
 def _run(*args: str, env: dict | None = None):
@@ -178,10 +178,9 @@ def test_readme_front_end_figures_are_the_shipped_ingress():
 
     import test_frontend_queue as fq
     from kvplan.bench.running import running
-    from kvplan.speed.corpus import read_corpus
     from kvplan.speed.fit import build_all, settle
 
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     case = next(c for c in cases if (c.source, c.id) == ("gpustack-perflab-deepseek-r1-h200", "L379-vllm"))
     (built,), _ = build_all([case], running)
     corpus = settle(built, fq.coefficients(case.era))["ttft"]

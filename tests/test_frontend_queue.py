@@ -20,6 +20,7 @@ from kvplan.simulator.frontend import FrontEnd, INGRESS, front_end, ingress_of, 
 from kvplan.simulator.model import Group, SimModel, StageCost
 from kvplan.simulator.workload import SimRequest
 from kvplan.speed.model import coefficients
+from conftest import speed_cases
 
 FIX = Path(__file__).parent / "fixtures" / "bench"
 VLLM_INGRESS = coefficients("vllm")[INGRESS]  # the shipped set's seconds a request (11.3 ms at 0df27ca)
@@ -156,11 +157,11 @@ def test_check_bench_and_the_corpus_model_agree_on_a_served_burst():
     # change
     # check-bench's TTFT lacked the 11.3 s, most of the corpus model's
     from kvplan.bench.running import running
-    from kvplan.speed.corpus import in_training, read_corpus
+    from kvplan.speed.corpus import in_training
     from kvplan.speed.fit import build_all, settle
     source = "gpustack-perflab-deepseek-r1-h200"
     assert in_training(source)
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     case = next(c for c in cases if (c.source, c.id) == (source, "L379-vllm"))
     assert (case.load.isl, case.load.osl, case.load.num_prompts, case.tp, case.version) == (128, 4, 1000, 8, "0.11.0")
     assert case.load.rate == math.inf and case.load.served and not case.load.concurrency

@@ -19,11 +19,11 @@ import pytest
 
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.corpus import read_corpus
 from kvplan.speed.ggml import materializes_scores, score_bytes_per_flop
 from kvplan.speed.model import StepModel, decode_features, prefill_features
 from kvplan.speed.shape import shape_for
 from kvplan.speed.terms import TERMS
+from conftest import speed_cases
 
 SPEC = find_in_catalog("llama-2-7b-hf")
 FIXTURES = Path(__file__).parent / "fixtures" / "speed"
@@ -49,7 +49,7 @@ def test_a_run_without_flashattention_as_stated_or_by_its_builds_default():
 def test_a_flashattention_kernels_own_table_is_read_with_it(source):
     # #17505 (CUDA mma FA, Volta) and #22880 (RDNA3 mma FA) benchmark their FlashAttention kernels, before and after,
     # while llama-bench's default was off: their fixtures infer fa 1, and no point of theirs is priced without it
-    cases = [c for c in read_corpus(FIXTURES)[0] if c.source == source]
+    cases = [c for c in speed_cases()[0] if c.source == source]
     assert cases and not any(materializes_scores(c.flags, c.date) for c in cases)
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from kvplan.bench.running import running
-from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import build_all, predict, rows_for
 from kvplan.readers.chat_format import chat_format
 from kvplan.speed.frontend import endpoint_of, native_chat
@@ -19,6 +18,7 @@ from kvplan.speed.frontend import ingress_queue, ingress_rate
 from kvplan.speed.load import Load
 from kvplan.speed.model import coefficients
 from kvplan.speed.terms import TERMS
+from conftest import speed_cases
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
 
@@ -66,7 +66,7 @@ def _with_ingress(seconds: float) -> list:
 
 @pytest.fixture(scope="module")
 def corpus():
-    cases, _ = read_corpus(CORPUS)
+    cases, _ = speed_cases()
     return {(c.source, c.id): c for c in cases}
 
 

@@ -20,9 +20,10 @@ from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.engine import Engine, EngineConfig
 from kvplan.simulator.workload import SimRequest
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.corpus import case_of, output_cv2, read_corpus
+from kvplan.speed.corpus import case_of, output_cv2
 from kvplan.speed.load import Load, decode_context
 from kvplan.speed.spread import SHAREGPT_OUTPUT_CV2, length_biased, uniform_cv2
+from conftest import speed_cases
 
 
 def test_a_random_range_spreads_as_a_uniform_draw():
@@ -144,6 +145,6 @@ def test_a_dataset_spread_the_point_states_is_read():
     ds = {"engine": "trtllm", "output_dist": {"kind": "dataset", "mean": 3748.44, "cv2": 1.569}}
     assert output_cv2(ds) == pytest.approx(1.569)
     assert output_cv2({"engine": "trtllm", "output_dist": {"kind": "dataset", "mean": 272.12}}) == 0.0  # none stated
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     r1 = next(c for c in cases if c.id == "nvidia-b200-sxm-180gbx8_trt-deepseek-r1-server")
     assert r1.load.drawn and r1.load.out_cv2 == pytest.approx(1.569)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from kvplan.bench.llamabench import parse_rows
-from kvplan.speed.corpus import read_corpus
 from kvplan.speed.ggml import micro_batch
+from conftest import speed_cases
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
 
@@ -29,7 +29,7 @@ def test_an_ubatch_above_the_batch_runs_at_the_batch():
 def test_the_mi100_ub4096_point_of_llamacpp_14624_reads_2048_token_micro_batches():
     """IMbackK's MI100 table (llama.cpp#14624) gives -ub 256 ... 4096 with no -b: the 4096 row ran at 2048, so its
     pp4096 is two micro-batches of 2048 tokens, as the ub2048 row's."""
-    cases, _ = read_corpus(CORPUS)
+    cases, _ = speed_cases()
     ub = {c.id: c.load.ubatch for c in cases if c.source == "llamacpp-pr-14624"}
     if not ub:
         pytest.skip("llama.cpp#14624 / #6017 not in the corpus")

@@ -6,8 +6,9 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-from kvplan.speed.corpus import median_gap, read_corpus, targets
+from kvplan.speed.corpus import median_gap, targets
 from kvplan.speed.load import Load, combos, value
+from conftest import speed_cases
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
 T_WAVE, T_DEC, T_GRP = 4.0, 0.1, 2.0
@@ -31,7 +32,7 @@ def test_datacrunch_median_itl_is_not_its_mean_gap():
     mean_gap = (224.9188 - 91.2822) / (1_544_818 / 3000 - 1)
     assert math.isclose(mean_gap, 0.2600, abs_tol=5e-4)
     assert math.isclose(mean_gap / 0.15901, 1.635, abs_tol=5e-3)
-    cases, _ = read_corpus(CORPUS)
+    cases, _ = speed_cases()
     case = next(c for c in cases if c.id == "l33-70b-tp4-offline-random-1024x1024-rinf")
     assert case.load.median_gap
     assert math.isclose(case.targets["tpot"], 0.15901175909675658)

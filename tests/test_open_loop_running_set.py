@@ -14,10 +14,11 @@ from pathlib import Path
 
 from kvplan.bench.running import running
 from kvplan.engines.joining import joins_after_prefill
-from kvplan.speed.corpus import in_training, read_corpus
+from kvplan.speed.corpus import in_training
 from kvplan.speed.fit import build_all, predict, settle
 from kvplan.speed.load import Load, at_rate, batch_and_mode, combos, decode_context, value
 from kvplan.speed.model import coefficients, decode_features
+from conftest import speed_cases
 
 T_WAVE, T_DEC, T_GRP = 4.0, 0.1, 2.0  # made-up step costs, as tests/test_speed_load.py's
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
@@ -55,7 +56,7 @@ def test_the_settled_open_loop_runs_rate_times_its_time_running():
     # every training open-loop point at a rate that settles below its running cap with a wait priced (shipped
     # coefficients): its settled figures are a fixed point (one more pass moves E2E < 1%), and the decode step they
     # price runs B = rate / dp x (E2E - waiting) requests (within one request and the cap), not rate / dp x E2E
-    cases, _ = read_corpus(CORPUS)
+    cases, _ = speed_cases()
     cases = [c for c in cases if in_training(c.source) and at_rate(c.load) and c.load.bench == "serve"]
     built, _ = build_all(cases, running)
     checked = 0

@@ -24,7 +24,7 @@ import pytest
 from kvplan.core.dtypes import BF16
 from kvplan.core.errors import KvplanError
 from kvplan.engines import resolve_engine
-from kvplan.engines.sglang.engine import capacity
+from kvplan.engines.sglang.pool import capacity
 from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request

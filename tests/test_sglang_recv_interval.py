@@ -9,8 +9,8 @@ from pathlib import Path
 
 from kvplan.bench.running import case_poll_wait
 from kvplan.engines.scheduler import poll_wait_steps
-from kvplan.speed.corpus import read_corpus
 from kvplan.speed.load import Load, combos
+from conftest import speed_cases
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
 
@@ -50,7 +50,7 @@ def test_a_spread_arrival_waits_the_steps_in_ttft_and_e2e_only():
 def test_the_corpus_runs_that_state_an_interval():
     # InferenceX's DeepSeek-R1 SGLang scripts pass --scheduler-recv-interval 10, 30 from concurrency 16
     # (SemiAnalysisAI/InferenceX@d4948f9937486c4d2f6b1643c4115a4c09eb976f:benchmarks/single_node/dsr1_fp8_b200.sh)
-    cases, _ = read_corpus(CORPUS)
+    cases, _ = speed_cases()
     waits = {(c.source, c.id): case_poll_wait(c) for c in cases if c.engine == "sglang" and case_poll_wait(c)}
     assert {s for s, _ in waits} == {"inferencex-run-26306422380", "inferencex-pr-3183"}
     assert set(waits.values()) == {4.5, 14.5}

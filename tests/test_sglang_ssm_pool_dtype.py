@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.bench.running import case_ssm_dtype, running
+from kvplan.bench.case_request import case_ssm_dtype
+from kvplan.bench.running import running
 from kvplan.engines.sglang.mamba import StateSettings, pool_ssm_dtype, ssm_dtype_of
 from kvplan.model.recurrent import RecurrentState
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import Built, _gpu, _spec
+from conftest import speed_cases
 
 MODEL = "qwen3-next-80b-a3b-thinking"
 # Qwen/Qwen3-Next-80B-A3B-Thinking config.json: num_hidden_layers 48, full_attention_interval 4, so 36 Gated DeltaNet
@@ -33,7 +34,7 @@ BF16_STATE = 36 * (524_288 * 2 + 24_576 * 2)  # 39,518,208 B: the model dtype (v
 
 
 def _cases(source: str):
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     return [c for c in cases if c.source == source]
 
 

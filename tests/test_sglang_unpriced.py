@@ -14,7 +14,7 @@ from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
 from kvplan.sources.catalog import find_in_catalog
 
-H100, H200, B200, A100 = (find_gpu(k) for k in ("h100-sxm", "h200", "b200", "a100-80"))
+H100, H200, B200, A100, H20 = (find_gpu(k) for k in ("h100-sxm", "h200", "b200", "a100-80", "h20"))
 
 
 def _said(model, gpu, tp, version, opts=()):
@@ -59,6 +59,11 @@ def test_post_capture_kv_sizing_is_said_off_where_the_release_has_it():
     ("mimo-v2-flash", B200, 4, "0.5.23", True),
     ("mimo-v2-flash", H200, 4, "0.5.23", False),
     ("mimo-v2-flash", B200, 4, "0.5.22", False),
+    # 0.5.7-0.5.12 leave the H20 out by torch's name ("H20" in it, "H200" not: L1470-1493), 0.5.13 no more
+    # (sgl-project/sglang#26470); its capability 9.0 is the H100's, which stays on
+    ("qwen3-30b-a3b", H20, 2, "0.5.12", False),
+    ("qwen3-30b-a3b", H20, 2, "0.5.13", True),
+    ("qwen3-30b-a3b", H200, 2, "0.5.12", True),
 ])
 def test_fusion_is_said_where_sglang_turns_it_on(model, gpu, tp, version, on):
     assert fusion_on(find_in_catalog(model), gpu, tp, False, version) is on

@@ -16,10 +16,10 @@ from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.engine import Engine, EngineConfig
 from kvplan.simulator.workload import SimRequest
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import _gpu, _spec
 from kvplan.speed.load import Load, combos, first_wave, value
 from kvplan.speed.wave import shared_wave
+from conftest import speed_cases
 
 S = 0.01  # seconds a step
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "speed"
@@ -28,7 +28,7 @@ CORPUS = Path(__file__).resolve().parent / "fixtures" / "speed"
 @functools.cache
 def _cases() -> tuple:
     """The speed corpus's cases, read once for the parametrized runs below."""
-    return tuple(read_corpus(CORPUS)[0])
+    return speed_cases()[0]
 
 
 def test_the_decodes_take_the_budget_first_by_hand():

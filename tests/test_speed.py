@@ -17,12 +17,12 @@ import pytest
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed import model as speed
-from kvplan.speed.corpus import in_training, read_corpus
+from kvplan.speed.corpus import in_training
 from kvplan.speed.nnls import nnls
 from kvplan.speed.shape import model_terms
 from kvplan.speed.terms import (TERMS, Shape, experts_touched, features, gemm_rate, link, ring_allreduce_seconds,
                                 roofline)
-from conftest import load_script
+from conftest import load_script, speed_cases
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
 H100 = find_gpu("h100-sxm")
@@ -208,7 +208,7 @@ def test_the_split_is_by_source_and_deterministic():
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="the speed corpus (tests/fixtures/speed) is absent")
 def test_every_corpus_point_is_a_case_or_a_counted_skip():
-    cases, skipped = read_corpus(CORPUS)
+    cases, skipped = speed_cases()
     yaml = pytest.importorskip("yaml")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml where built: 1 CPU-s over the corpus, not 8
     total = sum(len(yaml.load(f.read_text(), Loader=loader)["points"]) for f in CORPUS.glob("*.yaml"))
@@ -341,7 +341,7 @@ def test_train_cv_never_reads_a_held_out_source(monkeypatch):
 
     monkeypatch.setattr(bench, "fit_engine", fake_fit)
     monkeypatch.setattr(bench, "fit_era", lambda era, built: fake_fit([b for b in built if b.case.era == era]))
-    cases, _ = read_corpus(CORPUS)
+    cases, _ = speed_cases()
     built, _ = build_all(cases)
     rows = bench.loso(built, train_only=True)
     scored = {b.case.source for b, _m, _p, _y in rows}

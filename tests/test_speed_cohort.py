@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import read_point
+from conftest import read_point, speed_cases
 from kvplan.bench.running import running
 from kvplan.engines.capacity_policy import preempts_on_growth
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.cohort import cohort
-from kvplan.speed.corpus import read_corpus
 from kvplan.speed.load import Load, combos, value
 
 QWEN = find_in_catalog("qwen2.5-7b-instruct")
@@ -115,7 +114,7 @@ def test_the_dstack_deepseek_r1_point_runs_below_its_prompts():
     # 343,552 / 4,800 = 71.573, below the concurrency, so the closed loop queues (128 - 71.6) request times: the TTFT
     # rises toward the measured 250 s, which would take a running cap near 64 (TTFT about half the E2E of 493 s).
     # (At the resident context's 565,456-token pool, before round 34, the cohort preempted at a mean of 114.21.)
-    cases, _ = read_corpus(Path("tests/fixtures/speed"))
+    cases, _ = speed_cases()
     case = next(c for c in cases if c.source == "dstack-benchmarks-deepseek-r1-h200-mi300x"
                 and c.id == "h200-vllm-3200-3200-c128")
     got = running(case, find_in_catalog("deepseek-r1"), find_gpu(case.gpu))

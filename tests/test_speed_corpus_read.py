@@ -8,6 +8,7 @@ from kvplan.model.spec import weight_bytes
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import case_of, in_training, read_corpus, targets
 from kvplan.speed.fit import Built, fp8_context_fmha
+from conftest import speed_cases
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
 
@@ -85,7 +86,7 @@ def test_dp_attention_replica_holds_its_attention_whole_and_runs_the_replica_lim
 
 def test_every_sglang_dp_attention_point_fits_its_gpus():
     # after reading, tp x dp is the GPU count the source states, as TensorRT-LLM's attention-DP points already were
-    cases, _ = read_corpus(CORPUS)
+    cases, _ = speed_cases()
     dpa = [c for c in cases if c.engine == "sglang" and c.dp > 1 and c.flags.get("enable_dp_attention")]
     assert dpa
     assert all(c.tp * c.dp * c.pp == c.gpus and c.ep >= c.dp for c in dpa), \
@@ -138,7 +139,7 @@ def test_mlperf_v40_candidate_reads_as_the_config_built_it():
     assert (s.max_seqs, o.max_seqs) == (1024, 896)
     assert s.load.rate == pytest.approx(71.2) and o.load.rate == float("inf")
     assert s.load.osl == pytest.approx(291.91) and s.targets["tpot"] == pytest.approx(0.136836695)
-    assert not any(c.source == "mlperf-inference-v4.0" for c in read_corpus(CORPUS)[0])
+    assert not any(c.source == "mlperf-inference-v4.0" for c in speed_cases()[0])
 
 
 def test_gpustack_sglang_gpt_oss_a100_reads_as_the_page_printed_it():
@@ -151,7 +152,7 @@ def test_gpustack_sglang_gpt_oss_a100_reads_as_the_page_printed_it():
     # run's own (issue 21 checked the +1,018% output tok/s there against the page). The reader's lengths from the
     # rates: (558.76 - 265.99) / 1.36 = 215.27 in (the page: 215,312 / 1,000 = 215.3) and 265.99 / 1.36 = 195.58 out
     # (195,617 / 1,000 = 195.6), drawn (ShareGPT); TPOT is the mean ITL, 1.88978 s.
-    cases, _ = read_corpus(CORPUS)
+    cases, _ = speed_cases()
     c = next(c for c in cases if (c.source, c.id) == ("gpustack-perflab-gpt-oss-20b-a100", "L123-sglang"))
     assert (c.engine, c.era, c.gpu, c.model, c.tp, c.weight_dtype) == (
         "sglang", "sglang<0.5.14", "a100-sxm-80", "gpt-oss-20b", 1, "mxfp4")

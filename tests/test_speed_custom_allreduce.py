@@ -9,6 +9,7 @@ from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.model import custom_allreduce_bytes
 from kvplan.speed.shape import shape_for
 from kvplan.speed.terms import TERMS, Shape, fabric_latency, features, link, measured_tp
+from conftest import speed_cases
 
 LATENCY = TERMS.index("latency")
 # Llama-3.1-70B's shapes at tp 8 (80 layers, hidden 8,192) on an HGX H100 board: the ring's latency at 8 ranks is
@@ -126,14 +127,14 @@ def test_a_run_that_turns_the_custom_all_reduce_off_is_priced_at_nccls_ring():
     from pathlib import Path
 
     from kvplan.bench.running import running
-    from kvplan.speed.corpus import in_training, read_corpus
+    from kvplan.speed.corpus import in_training
     from kvplan.speed.fit import Built
     from kvplan.speed.model import nccl_only
     assert nccl_only({"disable_custom_all_reduce": True}) and nccl_only({"allreduce_strategy": "NCCL"})
     assert nccl_only({"allreduce_strategy": "nccl_symmetric"})
     assert not nccl_only({}) and not nccl_only({"disable_custom_all_reduce": "false"})
     assert not nccl_only({"allreduce_strategy": "AUTO"}) and not nccl_only({"allreduce_strategy": "ONESHOT"})
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     for engine in ("vllm", "trtllm"):
         c = next(c for c in cases if in_training(c.source) and c.engine == engine and c.gpu == "h100-sxm" and c.tp == 8)
         on = Built(c, running).shape

@@ -11,6 +11,7 @@ from kvplan.core.releases import release_of
 from kvplan.engines import resolve_engine
 from kvplan.speed import model as speed
 from kvplan.speed.eras import era_of, fitted_with, own_terms, unused_terms
+from conftest import speed_cases
 
 
 @pytest.mark.parametrize("engine,version,date,era", [
@@ -100,9 +101,8 @@ def test_the_corpus_reads_what_ran():
     # AMD's through vLLM's engine classes in process (closed/AMD/code/llama2-70b-99/harness_llm/backends/vllm)
     from pathlib import Path
 
-    from kvplan.speed.corpus import read_corpus
 
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     era = {(c.source, c.id): c.era for c in cases if c.source == "mlperf-inference-v5.1" and c.engine == "vllm"}
     assert era["mlperf-inference-v5.1", "redhat-xe8640_4xh100_vllm-llama3_1-8b-offline"] == "vllm-inprocess"
     assert era["mlperf-inference-v5.1", "redhat-xe8640_4xh100_vllm-llama3_1-8b-server"] == "vllm"

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from kvplan.bench.running import running
-from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import Built, fp8_context_fmha
 from kvplan.speed.model import StepModel, priced
 from kvplan.speed.terms import TERMS, Shape, features
+from conftest import speed_cases
 
 ATTN = TERMS.index("attn")
 # Llama-3.1-405B at tp 8 (126 layers, 128 query heads of dim 128: 16 a rank): 4 x 16 x 128 x 126 = 1,032,192 FLOPs a
@@ -44,7 +44,7 @@ def test_mlperf_v51_engine_runs_read_the_flag_as_built():
     # Llama-2-70B Interactive config sets no kv_cache_dtype checkpoint flag (its Server and Offline ones set fp8), so
     # 29 run it. v4.1's builder passes no such flag (closed/NVIDIA/code/llama2-70b/tensorrt/builder.py at
     # mlcommons/inference_results_v4.1@198fc467): none there.
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     v51 = [c for c in cases if c.source == "mlperf-inference-v5.1" and c.era == "trtllm-engine"]
     v41 = [c for c in cases if c.source == "mlperf-inference-v4.1" and c.era == "trtllm-engine"]
     stated = [str(c.flags.get("use_fp8_context_fmha")) for c in v51]

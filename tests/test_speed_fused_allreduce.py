@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from kvplan.bench.running import running
-from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import Built, fused_allreduce
 from kvplan.speed.model import StepModel, priced
 from kvplan.speed.terms import TERMS, Shape, features
+from conftest import speed_cases
 
 COMM, LATENCY = TERMS.index("comm"), TERMS.index("latency")
 BASE = dict(dense_bytes=0, layers=126, hidden=16384, tp=8, bandwidth=4.8e12, link_bandwidth=450e9, link_latency_s=10e-6)
@@ -34,7 +34,7 @@ def test_mlperf_405b_engine_runs_read_the_fused_allreduce():
     # Every MLPerf v5.1 Llama-3.1-405B engine config in the corpus builds with 'gemm_allreduce_plugin': 'float16'
     # (mlcommons/inference_results_v5.1@965182b0:closed/NVIDIA/configs/B200-SXM-180GBx8/Server/llama3_1-405b.py,
     # Nebius's H200 and GB200 alike); their 70B and 8B configs do not.
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     mlperf = [c for c in cases if c.source == "mlperf-inference-v5.1" and c.era == "trtllm-engine"]
     fused = {c.id for c in mlperf if fused_allreduce(c.flags)}
     assert len(fused) == 8 and all("405b" in i for i in fused)

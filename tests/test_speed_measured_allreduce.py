@@ -10,10 +10,10 @@ import yaml
 from kvplan.core.errors import KvplanError
 from kvplan.hardware.gpu_profile import parse_profile
 from kvplan.hardware.gpus import load_gpus
-from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import Built
 from kvplan.speed.model import StepModel, priced
 from kvplan.speed.terms import TERMS, Shape, allreduce_table, features, measured_allreduce
+from conftest import speed_cases
 
 COMM, LATENCY = TERMS.index("comm"), TERMS.index("latency")
 KERNELS = Path(__file__).parent / "fixtures" / "speed" / "kernels"
@@ -76,7 +76,7 @@ def test_a_measured_table_replaces_the_rings_bandwidth_and_latency(h100):
 def test_only_the_engine_whose_kernel_was_timed_reads_the_table():
     # the tables are TensorRT-LLM's AllReduce (aiconfigurator's collector, --backend trtllm); vLLM's and SGLang's
     # custom all-reduce and NCCL keep the ring
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     tp8 = {c.engine: c for c in cases if c.gpu in ("h100-sxm", "h200-sxm") and c.tp == 8 and c.ep == 1}
     assert {"trtllm", "vllm", "sglang"} <= set(tp8)
     for engine, c in tp8.items():

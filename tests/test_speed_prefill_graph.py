@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 
 from kvplan import api
-from kvplan.bench.running import case_prefill_graph
+from kvplan.bench.case_request import case_prefill_graph
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed import model as speed
-from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import _gpu, _spec
 from kvplan.speed.plan import plan_shape
 from kvplan.speed.terms import TERMS, Shape
+from conftest import speed_cases
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "speed"
 
@@ -56,7 +56,7 @@ def test_the_step_model_agrees():
 @functools.cache
 def _cases() -> tuple:
     """The speed corpus's cases, read once (a test changes a case through dataclasses.replace, never in place)."""
-    return tuple(read_corpus(CORPUS)[0])
+    return speed_cases()[0]
 
 
 def _case(source: str, point: str | None):

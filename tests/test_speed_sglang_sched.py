@@ -8,8 +8,8 @@ import math
 from pathlib import Path
 
 from kvplan.engines.scheduler import lockstep_workers, runs_waves
-from kvplan.speed.corpus import read_corpus
 from kvplan.speed.load import Load, combos, value
+from conftest import speed_cases
 
 T_WAVE, T_DEC, T_GRP = 4.0, 0.1, 2.0
 
@@ -76,7 +76,7 @@ def test_lockstep_workers_pace_each_other_with_their_prefills():
 def test_the_cookbook_deepseek_v4_runs_read_at_bench_servings_default_draw():
     # bench_serving's --random-range-ratio defaults to 0.0 (0.5.15 wheel, sglang/benchmark/serving.py): lengths
     # drawn uniformly from 1 to the stated 8,192 / 1,024, means 8,192 x (1 + 0) / 2 = 4,096 and 512
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     v4 = [c for c in cases if c.source in ("sglang-docs-deepseek-v4-benchmarks", "sglang-pr-31363", "sglang-pr-33109")]
     assert len(v4) == 17
     assert all(c.load.drawn and not c.load.fixed for c in v4)

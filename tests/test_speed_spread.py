@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from kvplan.bench.running import running
-from kvplan.speed.corpus import in_training, read_corpus
+from kvplan.speed.corpus import in_training
 from kvplan.speed.fit import build_all
 from kvplan.speed.terms import TERMS
-from conftest import load_script
+from conftest import load_script, speed_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "fixtures" / "speed"
@@ -24,7 +24,7 @@ def tool():
 
 @pytest.fixture(scope="module")
 def llamacpp():
-    cases, _ = read_corpus(CORPUS)
+    cases, _ = speed_cases()
     built, _ = build_all([c for c in cases if c.engine == "llama.cpp"], running)
     return built
 

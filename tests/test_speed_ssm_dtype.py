@@ -18,10 +18,10 @@ from kvplan.bench.running import running
 from kvplan.model.layers import FullAttention
 from kvplan.model.recurrent import ParallelHybrid, RecurrentState, with_ssm_dtype
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import Built
 from kvplan.speed.ssm_dtype import stated_ssm_dtype
 from kvplan.speed.shape import model_terms
+from conftest import speed_cases
 
 SOURCE = "sglang-docs-qwen3.5-benchmarks-v0.5.16"
 
@@ -50,7 +50,7 @@ def test_only_state_layers_change():
 
 
 def test_the_corpus_cells_that_state_it_are_priced_and_sized_so():
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     cell = next(c for c in cases if c.source == SOURCE and c.id == "h200-35b-fp8-tp1-c1024")
     assert stated_ssm_dtype(cell.flags) == "bfloat16" and stated_ssm_dtype({}) == ""
     stated = Built(cell, running)

@@ -8,9 +8,10 @@ import pytest
 from kvplan.hardware.gpus import find_gpu
 from kvplan.model.layers import FullAttention, SlidingWindow
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.corpus import case_of, read_corpus
+from kvplan.speed.corpus import case_of
 from kvplan.speed.fit import OVERHEAD_BYTES, Built
 from kvplan.speed.shape import shape_for
+from conftest import speed_cases
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
 
@@ -70,7 +71,7 @@ def test_trtllm_engine_flow_mistral_points_run_without_the_window():
     # every Mistral 7B point of the TensorRT engine flow's perf overviews states it, 9 lengths a GPU column: v0.17's
     # 5 columns (45), v0.15's 6 (H100 FP8 and Mixed, A100-SXM4, A100-PCIE, L40S, GH200: 54) and v0.14's 6 (H200,
     # H100 FP8 and FP16, A100-SXM4, A100-PCIE, L40S: 54); no other point does
-    cases, _ = read_corpus(CORPUS)
+    cases, _ = speed_cases()
     off = [c for c in cases if not c.windowed]
     assert {(c.source, c.model) for c in off} == {(f"trtllm-perf-overview-v{v}", "mistral-7b-v0.1")
                                                  for v in ("0.17", "0.15", "0.14")}

@@ -13,9 +13,9 @@ import pytest
 from kvplan.bench.running import running
 from kvplan.engines.scheduler import batch_wait_opts
 from kvplan.speed.balance import batch_wait, held_steps
-from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import Built
 from kvplan.speed.load import Load
+from conftest import speed_cases
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "speed"
 FLAGS = {"batch_wait_timeout_iters": 40, "batch_wait_max_tokens_ratio": 0.8}
@@ -55,7 +55,7 @@ def test_a_run_stating_it_is_priced_with_it():
     # (6,553.6 - 126) / 921.5 = 6.975, so 7 prompts. Arrivals at 127 / 921.5 an iteration (Little's law), a cycle
     # released by its 7th prompt or 40 iterations after its first: a Monte Carlo of that rule apart from the code
     # (400,000 cycles, each request's wait from its arrival to the release, averaged) gives 18.70 iterations
-    case = next(c for c in read_corpus(CORPUS)[0] if c.source == "inferencex-run-21484110885"
+    case = next(c for c in speed_cases()[0] if c.source == "inferencex-run-21484110885"
                 and c.id == "tp8-1k1k-c128")
     load = Built(case, running).load
     assert (load.batch_wait, load.chunk) == ((40, 0.8), 8192)

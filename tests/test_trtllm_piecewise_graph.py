@@ -20,11 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.bench.running import case_prefill_graph, running
+from kvplan.bench.case_request import case_prefill_graph
+from kvplan.bench.running import running
 from kvplan.speed import model as speed
-from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import Built, _gpu, _spec
 from kvplan.speed.terms import TERMS
+from conftest import speed_cases
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "speed"
 NVFP4 = "inferencex-run-21640806486"  # DeepSeek-R1 NVFP4 on B200, TensorRT-LLM 1.2.0rc6.post2
@@ -34,7 +35,7 @@ FP8 = "inferencex-run-21484110885"  # DeepSeek-R1 FP8 on B200, the same release
 @functools.cache
 def _cases() -> tuple:
     """The speed corpus's cases, read once (a test changes a case through dataclasses.replace, never in place)."""
-    return tuple(read_corpus(CORPUS)[0])
+    return speed_cases()[0]
 
 
 def _case(source: str, point: str):
@@ -63,6 +64,20 @@ def test_a_capture_list_short_of_the_step_budget_is_eager():
     unstated = {k: v for k, v in case.flags.items() if k != "capture_num_tokens_max"}
     assert _graphed(replace(case, flags=unstated)) is False
     assert _graphed(replace(case, flags={**case.flags, "enable_piecewise_cuda_graph": False})) is False
+
+
+def test_under_attention_dp_a_context_step_replays_only_with_every_rank_prefilling():
+    # _get_padding_params (@1a0dc5f7 model_engine.py): under attention DP each rank's num_ctx_requests != 0 is
+    # allgathered and the piecewise graph runs only if every rank's holds. InferenceX's dp-attention point (8 ranks,
+    # 8,192 captured = max_num_tokens) turns attention_dp_config.enable_balance on, which holds context requests back
+    # until every rank has one: replayed. The same run unbalanced has context steps with some rank empty: eager. One
+    # rank (dp 1) has no other rank to wait for.
+    case = _case("inferencex-run-26016880548", "tp8ep8-dpa-1k1k-c128")
+    assert (case.dp, case.flags["enable_attention_dp"], case.flags["attention_dp_enable_balance"]) == (8, True, True)
+    assert _graphed(case) is True
+    unbalanced = replace(case, flags={**case.flags, "attention_dp_enable_balance": False})
+    assert _graphed(unbalanced) is False
+    assert _graphed(replace(unbalanced, dp=1)) is True
 
 
 def test_a_graphed_run_prices_no_moe_launches_and_keeps_the_layers():

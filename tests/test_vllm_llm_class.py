@@ -4,7 +4,7 @@ kvplan.bench.running.llm_class_opts)."""
 
 from __future__ import annotations
 
-from conftest import read_point
+from conftest import read_point, speed_cases
 from kvplan.bench.running import USAGE_TOOLS, running
 from kvplan.engines.vllm.defaults import batch_defaults, engine_context_defaults, llm_class_defaults
 from kvplan.hardware.gpus import find_gpu
@@ -83,9 +83,8 @@ def test_every_v1_in_process_point_names_the_client_its_limits_come_from():
     from pathlib import Path
 
     from kvplan.core.releases import release_of
-    from kvplan.speed.corpus import read_corpus
 
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     named = {}
     for c in cases:
         rel, stated = release_of(c.version), set(c.flags) | ({"max_num_seqs"} if c.max_seqs else set())

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kvplan.bench.running import case_poll_wait
 from kvplan.engines.scheduler import poll_wait_steps
-from kvplan.speed.corpus import read_corpus
+from conftest import speed_cases
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
 
@@ -31,7 +31,7 @@ def test_the_corpus_runs_that_state_multi_step():
     # 8 and server_mi325x 10 (L18). The same configs set enforce_eager: True (L21, L27, L39, L26, L26), so those runs
     # served without CUDA graphs and the corpus skips them (speed/fields.py GRAPHS_OFF): no priced run waits on a
     # multi-step block today. dstack's 405B runs state 1: no wait
-    cases, _ = read_corpus(CORPUS)
+    cases, _ = speed_cases()
     assert not {c.id: case_poll_wait(c) for c in cases if c.engine == "vllm" and case_poll_wait(c)}
     assert not [c for c in cases if c.id.startswith("amd-8xmi3") and c.flags.get("num_scheduler_steps")]
     stated_one = [c for c in cases if c.engine == "vllm" and c.flags.get("num_scheduler_steps") == 1]

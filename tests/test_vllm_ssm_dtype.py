@@ -15,6 +15,7 @@ import pytest
 from kvplan import api
 from kvplan.core.errors import KvplanError
 from kvplan.readers.configs import spec_from_config
+from conftest import speed_cases
 
 NANO = "nvidia-nemotron-3-nano-30b-a3b-bf16"
 FIXTURE = Path(__file__).parent / "fixtures" / "families" / "nemotron-3-nano-30b-a3b.json"
@@ -83,10 +84,9 @@ def test_gated_deltanet_reads_the_option_from_0_17_0():
 
 def test_the_speed_fit_keeps_the_readers_type_for_vllm_runs():
     from kvplan.bench.running import running
-    from kvplan.speed.corpus import read_corpus
     from kvplan.speed.fit import Built
 
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     case = next(c for c in cases if c.source == "vllm-recipes-nemotron3-nano-h200")
     assert case.version == "0.12.0"
     assert Built(case, running).shape.state_bytes_per_seq == NANO_FP32  # not the 0.12.0 pool's NANO_16

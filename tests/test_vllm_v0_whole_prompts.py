@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import read_point
+from conftest import read_point, speed_cases
 from kvplan.bench.running import running
 from kvplan.engines.scheduler import whole_prompt_budget
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.corpus import read_corpus
 from kvplan.speed.load import Load, combos, first_wave
 
 R1 = find_in_catalog("deepseek-r1")
@@ -20,7 +19,7 @@ SOURCE = "dstack-benchmarks-deepseek-r1-h200-mi300x"
 
 def dstack(point_id: str):
     """One point of dstack's DeepSeek-R1 study (tests/fixtures/speed), read as the corpus reads it."""
-    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    cases, _ = speed_cases()
     return next(c for c in cases if c.source == SOURCE and c.id == point_id)
 
 

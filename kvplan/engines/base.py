@@ -74,7 +74,7 @@ class Engine:
     supports_speculative = False  # a drafter's layers, weights and lookahead (kvplan.planning.speculative) are modelled
     dcp_tokens_whole = False  # the printed token capacity already counts every rank of a dcp group
     # the speed fit prices a corpus run's recurrent states in the type this engine's request step pools them in
-    # (kvplan.bench.running.case_ssm_dtype); False: in the reader's, where following the engine failed the
+    # (kvplan.bench.case_request.case_ssm_dtype); False: in the reader's, where following the engine failed the
     # adoption rule (vLLM: docs/speed-history.md, "vLLM's Mamba-2 temporal state by release")
     fit_follows_ssm_dtype = True
     splits_layers_only = False  # GPUs only split the layers (llama.cpp): one layout of N GPUs, no tp to search

@@ -70,7 +70,7 @@ PREFILL_GRAPH_OFF = {"sglang": "disable_piecewise_cuda_graph"}  # the flag that 
 # entry of capture_num_tokens (the corpus writes it `capture_num_tokens_max`). A context or mixed step replays the
 # piecewise graph (attention alone eager, the MoE blocks inside it) where its tokens are at most that entry, padded up
 # to the next captured count, and runs eagerly past it (model_engine.py `_get_padding_params`;
-# kvplan.bench.running.case_prefill_graph).
+# kvplan.bench.case_request.case_prefill_graph).
 PREFILL_GRAPH_ON = {"trtllm": ("enable_piecewise_cuda_graph", "capture_num_tokens_max")}
 BOOL_FLAGS = ("enable_attention_dp", "disable_custom_all_reduce", *DP_ATTENTION.values(), *PREFIX_CACHE_OFF.values(),
               *PREFILL_GRAPH_OFF.values(), *(on for on, _ in PREFILL_GRAPH_ON.values()),
@@ -134,14 +134,16 @@ def _on(flags: dict, key: str | None) -> bool:
 
 def prefill_graph_off(case: Case) -> bool:
     """Whether a run states its engine's prefill CUDA graph off (PREFILL_GRAPH_OFF: SGLang's
-    disable_piecewise_cuda_graph), or its engine has no such flag (kvplan.bench.running.case_prefill_graph)."""
+    disable_piecewise_cuda_graph), or its engine has no such flag (kvplan.bench.case_request.case_prefill_graph)."""
     return case.engine not in PREFILL_GRAPH_OFF or _on(case.flags or {}, PREFILL_GRAPH_OFF[case.engine])
 
 
 def prefill_graph_on(case: Case) -> bool:
     """Whether a run turns on its engine's prefill CUDA graph with a capture list that reaches its step budget, so
     every prefill step replays from it (PREFILL_GRAPH_ON: TensorRT-LLM's piecewise graph, its stated
-    `capture_num_tokens_max` at least the stated max_num_tokens); False where either is not stated."""
+    `capture_num_tokens_max` at least the stated max_num_tokens); False where either is not stated. Under attention
+    DP the step replays only where every rank has a context request, a rule of the engine's scheduler that this
+    layer cannot read (kvplan.engines.scheduler.balance_iters): kvplan.bench.case_request.case_prefill_graph adds it."""
     on, top = PREFILL_GRAPH_ON.get(case.engine, (None, None))
     flags = case.flags or {}
     budget = _int(flags.get("max_num_tokens"), 0)

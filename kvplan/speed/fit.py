@@ -104,7 +104,8 @@ class Built:
                                    kv_dtype=_kv(case.kv_dtype), dp=case.dp, engine=case.engine, date=case.date,
                                    version=case.version, prefix_cache=prefix_cache(case),
                                    attention_backend=attention_backend(case), attention_dp=attention_dp(case),
-                                   compute=stated_dtype(case.flags))
+                                   compute=stated_dtype(case.flags),
+                                   prefill_graph=bool(engine and engine.prefill_graph))  # no MoE launch cost
         except Exception as e:  # noqa: BLE001 - a point kvplan cannot plan is skipped with its reason
             self.why = f"not plannable: {type(e).__name__}"
             return
@@ -126,7 +127,6 @@ class Built:
                                                                                          s.attn_flops_per_pair))
         if own_moe_kernel(case):  # TensorRT-LLM-gen's, triton_kernels': not the kernel the set's `grouped` t0 fits
             self.shape = replace(self.shape, grouped_shortfall=False)
-        self.shape = replace(self.shape, prefill_graph=bool(engine and engine.prefill_graph))  # no MoE launch cost
         room = pool_room(case, gpu, s, engine)
         per_seq = max(1, s.kv_bytes_per_token) * max(1.0, load.isl + load.osl) + s.state_bytes_per_seq
         limit = case.max_seqs or (engine.limit if engine is not None else None) or DEFAULT_MAX_SEQS[case.engine]

@@ -149,7 +149,7 @@ from kvplan.speed.balance import held_steps
 from kvplan.speed.lockstep import lockstep_cycle
 from kvplan.speed.model import PREFILL_CHUNK
 from kvplan.speed.queueing import arrival_wait, missed_step, overload_wait
-from kvplan.speed.wave import prompts_a_step, refill_delay, shared_wave, wave_decode
+from kvplan.speed.wave import refill_delay, wave_decode, wave_pace
 
 RATE_METRICS = ("output_throughput", "request_throughput", "total_throughput", "pp_tok_s", "tg_tok_s")
 
@@ -283,7 +283,8 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
     t = ((1.0 + load.recompute) / b, osl / b, 0.0)  # T = (t_wave + osl x t_dec) / B, its preempted prompts redone
     if load.lockstep > 1 and not burst:
         t = lockstep_cycle(b, g, load.isl, osl, load.chunk, load.lockstep, load.lock_mixed)
-    first = first_wave(load, b)  # a wave request's first token: the end of the step its prompt ends in
+    pace = wave_pace(b, load.isl, load.osl, load.chunk, load.mixed)  # (q, later): first_wave's
+    first = first_wave(load, b, pace)  # a wave request's first token: the end of the step its prompt ends in
     staggered, before, turn = request = later_request(load, b, g, burst, first)
     if burst:  # n requests at once: B start, each later one when a slot frees, one every T
         wait = (c - b) ** 2 / (2 * c)  # the mean over n of max(0, j - B) x T, continuous: (n-B)(n-B+1)/2n exactly
@@ -321,7 +322,7 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
         "waiting": (*pre, 0.0),  # the wait before a request's first scheduled step: not a measured figure
         "outside": (*(ttft if load.joins_late else pre), 0.0),  # before it joins the running batch: not measured
     }
-    return b, g, median(load, (b, c, burst), first, request, cm) if median else cm
+    return b, g, median(load, (b, c, burst, t, share), (first, *pace), request, cm) if median else cm
 
 
 def later_request(load: Load, b: float, g: float, burst: bool, first: tuple) -> tuple[tuple, float, tuple]:
@@ -333,15 +334,14 @@ def later_request(load: Load, b: float, g: float, burst: bool, first: tuple) -> 
     return (own[0], own[1] + before, own[2] + turn[1]), before, turn
 
 
-def first_wave(load: Load, b: float) -> tuple[float, float, float]:
+def first_wave(load: Load, b: float, pace: tuple | None = None) -> tuple[float, float, float]:
     """A first-wave request's mean TTFT as (a, b, e) of t_wave, t_dec, t_grp: its first token comes at the end of the
     prefill step its prompt ends in (a step is one forward; its first tokens leave after it), q = chunk // isl whole
     prompts a step (1 where a prompt fills a chunk; the server's length where the engine packs to it, `packed`), so
     over K = ceil(B / q) steps the mean is 1 - q (K - 1) / 2B: (B + 1) / 2B at q = 1, (K + 1) / 2K where q divides B,
     t_wave itself for a wave of one step; where the engine's step budget takes the running decodes first (`mixed`),
-    times `shared_wave`'s ratio of the mean step a prompt ends in, its steps each costing t_wave / K as before."""
-    q = prompts_a_step(load.isl, load.chunk)
-    later = shared_wave(b, load.isl, load.osl, load.chunk) if load.mixed else 1.0
+    times `shared_wave`'s ratio of the mean step a prompt ends in, its steps t_wave / K each (`pace`: wave_pace's)."""
+    q, later = pace or wave_pace(b, load.isl, load.osl, load.chunk, load.mixed)
     return later * (1.0 - q * (max(1.0, -(-b // q)) - 1) / (2 * b)), 0.0, 0.0
 
 

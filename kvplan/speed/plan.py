@@ -10,7 +10,6 @@ deployment's; a step runs the busiest data-parallel rank's share of it (`step_ba
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from kvplan.core.errors import arg
 from kvplan.planning.layout import per_rank_batch
@@ -33,10 +32,9 @@ def plan_shape(plan, spec, gpu, engine: str | None = None, version: str | None =
     req, dep = plan.request, plan.deployment
     kv = req.kv_dtype.name if req.kv_dtype is not None else None
     spec = in_dtype(spec, req.ssm_dtype)  # the recurrent states as the engine's pool holds them
-    shape = shape_for(spec, gpu, tp=dep.tp, ep=dep.ep, weight_dtype=req.weight_dtype, kv_dtype=kv, dp=dep.dp,
-                      engine=engine, version=version, attention_dp=req.attention_dp, prefix_cache=req.prefix_cache,
-                      attention_backend=req.attention_backend or None)
-    return replace(shape, prefill_graph=True) if req.prefill_graph else shape  # Request.prefill_graph
+    return shape_for(spec, gpu, tp=dep.tp, ep=dep.ep, weight_dtype=req.weight_dtype, kv_dtype=kv, dp=dep.dp,
+                     engine=engine, version=version, attention_dp=req.attention_dp, prefix_cache=req.prefix_cache,
+                     attention_backend=req.attention_backend or None, prefill_graph=req.prefill_graph)
 
 
 def step_batch(plan) -> int:

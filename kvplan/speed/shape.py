@@ -61,19 +61,21 @@ def weight_dtype_of(name: str | None) -> str | None:
 def shape_for(spec, gpu, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = None,
               kv_dtype: str | None = None, dp: int = 1, engine: str | None = None, date: str | None = None,
               version: str | None = None, prefix_cache: bool = True, attention_backend: str | None = None,
-              attention_dp: bool = False, compute: str | None = None) -> Shape:
+              attention_dp: bool = False, compute: str | None = None, prefill_graph: bool = False) -> Shape:
     """The Shape of `spec` on `gpu` at tensor parallelism `tp`, expert parallelism `ep` and `dp`
     data-parallel replicas; under `engine` llama.cpp (a build of `date`, None: current) with its GEMM paths, under an
     engine whose MXFP4 MoE kernels kvplan.speed.mxfp4 reads (release `version`, None: current) at their precision;
     `prefix_cache`: the engine's prefix cache on (its default), which some releases' MLA prefill reads
     (kvplan.speed.model.absorbed_prefill), through the `attention_backend` the run names (None: the default);
     `attention_dp`: the dp replicas are attention-DP ranks of one engine, counted in its tp size
-    (mla_heads_per_rank); `compute`: the 16-bit dtype the run states (on_gpu). An MLA model under a release with no
-    MLA kernel is priced as it runs, decompressed (kvplan.speed.mlaform.as_run)."""
+    (mla_heads_per_rank); `compute`: the 16-bit dtype the run states (on_gpu); `prefill_graph`: the engine replays its
+    prefill steps from a CUDA graph (Shape.prefill_graph). An MLA model under a release with no MLA kernel is priced
+    as it runs, decompressed (kvplan.speed.mlaform.as_run)."""
     spec = as_run(spec, engine, version)
     return on_gpu(model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype, dp=dp), spec, gpu,
                   weight_dtype, engine=engine, date=date, version=version, prefix_cache=prefix_cache,
-                  attention_backend=attention_backend, tp_size=tp * dp if attention_dp else tp, compute=compute)
+                  attention_backend=attention_backend, tp_size=tp * dp if attention_dp else tp, compute=compute,
+                  prefill_graph=prefill_graph)
 
 
 def attention_flops(layers, heads: int, tp: int) -> tuple[float, float, tuple, float]:
@@ -211,7 +213,8 @@ def read_bandwidth(gpu) -> int:
 
 def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: str | None = None,
            date: str | None = None, version: str | None = None, prefix_cache: bool = True,
-           attention_backend: str | None = None, tp_size: int | None = None, compute: str | None = None) -> Shape:
+           attention_backend: str | None = None, tp_size: int | None = None, compute: str | None = None,
+           prefill_graph: bool = False) -> Shape:
     """model_terms' fields on `gpu`: its bandwidth (read_bandwidth) and GEMM rates at the weight dtype and at bf16
     (read_flops), the datasheet's beside them for the roofline, and its link; under llama.cpp, its GEMM paths by
     tokens per step (kvplan.speed.ggml); MXFP4 MoE weights at the precision the engine's kernels multiply in at
@@ -224,7 +227,8 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     (kvplan.speed.model.MEASURED_ALLREDUCE); the latency of the engine's custom all-reduce on a fully connected
     fabric and its size limit (kvplan.speed.model.CUSTOM_ALLREDUCE). The 16-bit rates (`bf16_rate`, and the GEMM's
     where the weights are not fp8/fp4) are those of the dtype the run computes in (kvplan.speed.compute_dtype: the
-    `compute` dtype the run states, else a 16-bit `weight_dtype`, else the model's dtype; fp16 without BF16 math)."""
+    `compute` dtype the run states, else a 16-bit `weight_dtype`, else the model's dtype; fp16 without BF16 math);
+    `prefill_graph` as shape_for's."""
     stored = weight_dtype or (spec.quantization.method if spec.quantization else None)
     stated = compute or (weight_dtype if weight_dtype in STATED else None)
     compute = compute_dtype(spec.dtype, gpu, stated, ggml=gemm_kernels(engine) == "ggml")[0]
@@ -258,6 +262,5 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
                  link_bandwidth=link_bw, link_latency_s=latency, oneshot_latency_s=oneshot_latency,
                  oneshot_max_bytes=oneshot if oneshot_latency else 0,
                  allreduce=allreduce_table(gpu, terms["tp"]) if measured_allreduce_kernel(engine) else (),
-                 moe_block_m=block_m, paths=paths,
-                 rate_missing=missing)
+                 moe_block_m=block_m, paths=paths, rate_missing=missing, prefill_graph=prefill_graph)
 

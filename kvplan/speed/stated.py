@@ -42,42 +42,41 @@ from __future__ import annotations
 import math
 
 from kvplan.speed.load import Load, at_rate, busy, drain_steps, in_waves
-from kvplan.speed.wave import first_finish, prompts_a_step, shared_wave, wave_decode
+from kvplan.speed.wave import first_finish, wave_decode
 
 
-def stated(load: Load, mode: tuple, first: tuple, request: tuple, cm: dict) -> dict:
+def stated(load: Load, mode: tuple, wave_of: tuple, request: tuple, cm: dict) -> dict:
     """`cm` (combos' {metric: combo}) with its ttft and e2el combos the median request's where the load's figure is a
     median (`Load.medians`), a burst's or a closed loop's (module docstring); as given elsewhere. combos passes what it
-    priced them from: `mode` batch_and_mode's (B, c, burst), `first` first_wave's, `request` later_request's."""
+    priced them from: `mode` batch_and_mode's (B, c, burst) with its T and first-wave share, `wave_of` first_wave's
+    combo and the (q, later) it was priced from (kvplan.speed.wave.wave_pace), `request` later_request's."""
     names = load.medians & {"ttft", "e2el"}
     if not names or at_rate(load):  # combos returns before `median` for llama-bench loads
         return cm
-    b, c, burst = mode
+    b, c, burst, t, share = mode
+    first, q, later = wave_of
     staggered, before, turn = request
     wb = max(1, round(b))
     waits = (0.0, before, turn[1])  # a staggered request's waits before its prefill, in its E2E
-
-    q = prompts_a_step(load.isl, load.chunk)
-    later = shared_wave(b, load.isl, load.osl, load.chunk) if load.mixed else 1.0  # first_wave's budget share
 
     def wave(j: int) -> tuple:  # the first wave's j-th request's TTFT
         return later * math.ceil(j / q) / max(1.0, math.ceil(wb / q)), 0.0, 0.0
 
     if burst:
-        at = _burst(load, b, c, wave, staggered, waits, first)
+        at = _burst(load, b, c, t, wave, staggered, waits, first)
         n, w = max(1, round(c)), wb
     else:
-        n, w, at = _closed(load, b, wb, cm, wave, staggered, waits, first)
+        n, w, at = _closed(load, share, wb, cm, wave, staggered, waits, first)
     out = dict(cm)
     for name in names:
         out[name] = (*_median(n, lambda i: at(name, i, w)), 0.0)
     return out
 
 
-def _burst(load: Load, b: float, c: float, wave, staggered: tuple, waits: tuple, first: tuple):
-    """at(metric, i, w): the burst's i-th request's TTFT or E2E (module docstring)."""
+def _burst(load: Load, b: float, c: float, t: tuple, wave, staggered: tuple, waits: tuple, first: tuple):
+    """at(metric, i, w): the burst's i-th request's TTFT or E2E (module docstring; `t`: combos' T, in a burst
+    (1 + recompute, osl, 0) / B, no lockstep)."""
     osl = max(1.0, load.osl)
-    t = ((1.0 + load.recompute) / b, osl / b, 0.0)  # T, combos' in a burst (no lockstep there)
     f1 = first_finish(b, load.isl, osl, load.chunk) if load.fixed and c > b else (0.0, 0.0, 0.0)
     wave_e2e = _add(first, wave_decode(b, load.isl, osl, load.chunk))
 
@@ -94,9 +93,9 @@ def _burst(load: Load, b: float, c: float, wave, staggered: tuple, waits: tuple,
     return at
 
 
-def _closed(load: Load, b: float, wb: int, cm: dict, wave, staggered: tuple, waits: tuple, first: tuple):
-    """(n, w, at): a closed loop's requests a replica, the first wave's, and at(metric, i, w) (module docstring)."""
-    share = (min(1.0, b * busy(load) / load.num_prompts) if load.num_prompts else 0.0) if load.concurrency else 1.0
+def _closed(load: Load, share: float, wb: int, cm: dict, wave, staggered: tuple, waits: tuple, first: tuple):
+    """(n, w, at): a closed loop's requests a replica, the first wave's, and at(metric, i, w) (module docstring;
+    `share`: combos' share of the requests in the first wave)."""
     n = max(1, round(load.num_prompts / busy(load))) if load.num_prompts else wb
     w = min(n, wb) if share > 0 else 0
     base = {"ttft": _add(cm["ttft"][:3], _scale(_add(_scale(first, share), _scale(staggered, 1 - share)), -1)),

@@ -386,11 +386,11 @@ def roofline(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
 
 
 def bound(s: Shape) -> Shape:
-    """The Shape the roofline prices: no engine's kernels (`paths`, a fused all-reduce), its bytes at the datasheet
-    bandwidth and every FLOP (GEMM, LM head, attention) at the datasheet's bf16 rate, as the old bound did."""
+    """The Shape the roofline prices: no engine's kernels (`paths`, a fused all-reduce, a prefill CUDA graph), its
+    bytes at the datasheet bandwidth and every FLOP (GEMM, LM head, attention) at the datasheet's bf16 rate."""
     peak = s.peak_bf16_rate or s.bf16_rate
-    return replace(s, paths=(), fused_allreduce=False, bandwidth=s.peak_bandwidth or s.bandwidth, gemm_rate=peak,
-                   grouped_rate=0.0, bf16_rate=peak, rate_missing="")
+    return replace(s, paths=(), fused_allreduce=False, prefill_graph=False, bandwidth=s.peak_bandwidth or s.bandwidth,
+                   gemm_rate=peak, grouped_rate=0.0, bf16_rate=peak, rate_missing="")
 
 
 def roofline_of(f: list[float]) -> float:

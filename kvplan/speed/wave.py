@@ -71,6 +71,13 @@ def prompts_a_step(isl: float, chunk: int) -> float:
     return max(1.0, chunk // max(1.0, isl))  # 1 where a prompt fills a chunk or more
 
 
+def wave_pace(b: float, isl: float, osl: float, chunk: int, mixed: bool) -> tuple[float, float]:
+    """(q, later): the whole prompts a first-wave step ends (prompts_a_step) and, where the step budget takes the
+    running decodes first (`mixed`), shared_wave's ratio of the mean step a prompt ends in (1 elsewhere): what
+    load.first_wave prices a wave request's TTFT from, and stated.stated its median request's."""
+    return prompts_a_step(isl, chunk), shared_wave(b, isl, osl, chunk) if mixed else 1.0
+
+
 def first_finish(b: float, isl: float, osl: float, chunk: int) -> tuple[float, float, float]:
     """F1, the burst's first request's E2E as (a, b, e) of t_wave, t_dec, t_grp (refill_delay)."""
     k, tokens = wave_steps(b, isl, osl, chunk)

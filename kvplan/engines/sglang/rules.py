@@ -1,7 +1,7 @@
 """SGLang's token slots for one request, per layer (what kvplan.planning.profile prices a sequence with).
 
 A request holds its tokens in whole pages; from 0.5 a sliding or chunked layer of the hybrid SWA pool holds at most
-its span + one page (as kvplan.engines.sglang.engine.capacity's `need`); DeepSeek-V4's compressed layers hold one
+its span + one page (as kvplan.engines.sglang.pool.capacity's `need`); DeepSeek-V4's compressed layers hold one
 entry per compress_ratio tokens of the whole 256-token pages the request takes of the full pool
 (kvplan.engines.sglang.dsv4_pool). A DeepSeek Sparse Attention layer's bytes are SGLang's (kvplan.engines.sglang.dsa).
 """

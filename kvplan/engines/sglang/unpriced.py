@@ -78,6 +78,15 @@ def _nodes_allow(v: tuple, cap_major: int, spans: bool) -> bool:
     return not spans or v < ONE_NODE or (v >= MULTI_NODE_10X and cap_major == 10)
 
 
+def _is_h20(gpu) -> bool:
+    """SGLang's `is_h20_device` (0.5.7-0.5.12 `server_args.py`): "H20" in torch's device name and "H200" not. The rule
+    reads the name itself, no hardware fact: it stood for a FlashInfer build failure on SGLang's H20 CI machines
+    (flashinfer-ai/flashinfer#2204, sgl-project/sglang#25027; dropped by sgl-project/sglang#26470), and the H20's
+    capability, 9.0, is the H100's. So the profile's field is `device_name`, the name torch reports."""
+    name = getattr(gpu, "device_name", None) or ""
+    return "H20" in name and "H200" not in name
+
+
 def fusion_on(model, gpu, tp_size: int, dp_attention: bool, version: str, spans: bool = False) -> bool:
     """Whether SGLang `version` turns FlashInfer's all-reduce fusion on by itself for this model and GPU, its tp group
     on one node or (`spans`) on several."""
@@ -87,8 +96,8 @@ def fusion_on(model, gpu, tp_size: int, dp_attention: bool, version: str, spans:
     if not _nodes_allow(v, cap[0], spans):
         return False
     archs, no_h20 = next((a, h) for since, a, h in FUSION if v >= since)
-    if no_h20 and "H20" in (name := getattr(gpu, "device_name", None) or "") and "H200" not in name:
-        return False  # flashinfer-ai/flashinfer#2204, read on the torch name (the profile's device_name)
+    if no_h20 and _is_h20(gpu):
+        return False
     if _NO_DSA[0] <= v < _NO_DSA[1] and model.architecture == _V3 and has_dsa(model.layers):
         return False
     if model.architecture == "MiMoV2FlashForCausalLM":  # CuTeDSL's: 10.x, bf16, tp 2, 4, 8 or 16 (SUPPORTED_TP_SIZES)

@@ -68,6 +68,21 @@ def conv_dtype(model, st):
     return None if flag == "auto" else canonical_kv_dtype(flag)
 
 
+def _conv(model, st):
+    """The conv states' DType, 'auto' read as the model's."""
+    return conv_dtype(model, st) or canonical_kv_dtype("auto", model.dtype)
+
+
+def _gdn_shared(layer, v: tuple) -> bool:
+    """Gated DeltaNet before 0.17.0: both its states in mamba_cache_dtype, whatever mamba_ssm_cache_dtype says."""
+    return layer.variant == "gated_deltanet" and v < GDN_SSM
+
+
+def _no_hook(layer, v: tuple) -> bool:
+    """Mamba-2 before 0.13.0: no config hook, so 'auto' is the conv state's type whatever the config says."""
+    return layer.variant == "mamba2" and v < HOOK
+
+
 def pool_ssm_dtype(model, st) -> str:
     """kvplan's name of the dtype vLLM holds the temporal states in, "" where its rule is the reader's own (KDA's
     float32, a lightning or short-conv layer's single state in the conv type): `Request.ssm_dtype`, which memory,
@@ -76,16 +91,16 @@ def pool_ssm_dtype(model, st) -> str:
     if not states or states[0].variant not in FOLLOWS:
         return ""
     layer, v = states[0], st.v
-    conv = conv_dtype(model, st) or canonical_kv_dtype("auto", model.dtype)
+    conv = _conv(model, st)
     flag = st.mamba_ssm_cache_dtype
     own = st.ssm_dtype_read  # the reader's (the layers may be a view already: this stays what they were read as)
-    if layer.variant == "gated_deltanet" and v < GDN_SSM:
+    if _gdn_shared(layer, v):
         # both states in mamba_cache_dtype, whatever the flag; a config's own type is Qwen3.5's, a model (and hook)
         # from 0.17.0 only: the reader's, as before
         return own or conv.name
     if flag != "auto":
         return canonical_kv_dtype(flag).name
-    if not own or (layer.variant == "mamba2" and v < HOOK):
+    if not own or _no_hook(layer, v):
         return conv.name  # no hook: 'auto' is the conv state's type
     if layer.ssm_dtype_default and v < HOOK_FP32:
         return "fp16"  # the hook's default before 0.20.0, for a config that states none
@@ -120,7 +135,7 @@ def _line(model, st) -> tuple[str, bool]:
     if not states:
         return "", False
     layer = states[0]
-    conv = (conv_dtype(model, st) or canonical_kv_dtype("auto", model.dtype)).name
+    conv = _conv(model, st).name
     ssm = pool_ssm_dtype(model, st) or layer.ssm_dtype or conv
     if layer.variant == "kda":
         ssm = "fp32"
@@ -135,14 +150,14 @@ def _line(model, st) -> tuple[str, bool]:
     if priced_other:
         line += (f"; the speed fit priced vLLM's corpus runs in the reader's {read or conv} (docs/speed.md, "
                  "'Recurrent states')")
-    return line, priced_other or (layer.variant == "gated_deltanet" and st.v < GDN_SSM and bool(read))
+    return line, priced_other or (_gdn_shared(layer, st.v) and bool(read))
 
 
 def _why(layer, st, flag: str, read: str) -> str:
     v = st.v
     if layer.variant not in FOLLOWS:  # KDA: float32 whatever the options (kda_state_dtype)
         return "its kernel's own type" + (", mamba_ssm_cache_dtype not read for this kind" if flag != "auto" else "")
-    if layer.variant == "gated_deltanet" and v < GDN_SSM:
+    if _gdn_shared(layer, v):
         if read:
             return ("the config's; its hook, like Qwen3.5 itself, is vLLM's from 0.17.0: this release may not run "
                     "the model")
@@ -151,7 +166,7 @@ def _why(layer, st, flag: str, read: str) -> str:
         return f"mamba_ssm_cache_dtype {flag}"
     if not read:
         return "mamba_ssm_cache_dtype auto: the conv type"
-    if layer.variant == "mamba2" and v < HOOK:
+    if _no_hook(layer, v):
         return "no config hook before 0.13.0: the conv type, whatever the config says"
     if layer.ssm_dtype_default:
         return f"the config states none: the hook's {'float16' if v < HOOK_FP32 else 'float32'}"

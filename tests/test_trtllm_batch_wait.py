@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from kvplan.bench.running import running
 from kvplan.engines.scheduler import batch_wait_opts
-from kvplan.speed.balance import batch_wait, held_steps
+from kvplan.speed.balance import batch_wait, held_steps, released
 from kvplan.speed.fit import Built
-from kvplan.speed.load import Load
+from kvplan.speed.load import Load, group
 from conftest import speed_cases
 
-CORPUS = Path(__file__).resolve().parent / "fixtures" / "speed"
 FLAGS = {"batch_wait_timeout_iters": 40, "batch_wait_max_tokens_ratio": 0.8}
 
 
@@ -65,3 +63,28 @@ def test_a_run_stating_it_is_priced_with_it():
     assert held_steps(load, 1) == 0.0  # a lone request finds no generation request to wait beside
     assert held_steps(replace(load, batch_wait=None), 127) == 0.0
     assert held_steps(Load(921.5, 921.5, 128, chunk=8192), 127) == 0.0
+
+
+def test_the_release_prefills_its_cycle_together():
+    # `_waiting_requests` hands back every held context request at once, so they share one forward: a cycle releases
+    # G = 1 + min(N(T), k - 1). 11 running requests of 110 output tokens: 0.1 arrivals an iteration; T = 20, so
+    # N(T) ~ Poisson(2); 0.26 x 1,000 tokens less the 10 others' = 250 = 2.5 prompts of 100: k = 3.
+    # P(N = 0) = e^-2 = 0.13534, P(N = 1) = 2 e^-2 = 0.27067, P(N >= 2) = 0.59399: E[G] = 0.13534 + 2 x 0.27067 +
+    # 3 x 0.59399 = 2.45866, E[G^2] = 0.13534 + 4 x 0.27067 + 9 x 0.59399 = 6.56403; a request's group (length-biased)
+    # 6.56403 / 2.45866 = 2.6697
+    load = Load(100, 110, 16, chunk=1000, batch_wait=(20, 0.26), drawn=True)
+    assert released(load, 11) == pytest.approx(2.6697, abs=1e-4)
+    assert group(load, 11) == pytest.approx(2.6697, abs=1e-4)  # the prompts its prefill step is priced with
+    assert released(load, 1) == 1.0 and released(replace(load, batch_wait=None), 11) == 1.0
+    assert released(replace(load, batch_wait=(20, 0.01)), 11) == 1.0  # one prompt crosses the threshold: none held
+    assert group(replace(load, batch_wait=None), 11) == 1.0  # drawn lengths without it: one at a time
+
+
+def test_the_run_stating_it_prefills_six_prompts_together():
+    # the InferenceX point above (k = 7, 127 / 921.5 arrivals an iteration, T = 40): a Monte Carlo of the release
+    # rule apart from the code (400,000 cycles: the first arrival, then exponential gaps until the 7th prompt or
+    # iteration 40; sum G^2 / sum G) gives 6.152 prompts a request's prefill step carries, not 1
+    case = next(c for c in speed_cases()[0] if c.source == "inferencex-run-21484110885"
+                and c.id == "tp8-1k1k-c128")
+    load = Built(case, running).load
+    assert released(load, 127) == pytest.approx(6.152, abs=0.01)

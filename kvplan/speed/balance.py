@@ -27,7 +27,10 @@ T = timeout_iters; then it releases them all. With Poisson arrivals at `rate` an
 after the first, 1 + N(u) requests are held until the release, so a cycle holds for the integral over [0, T] of
 E[(1 + N(u)) 1{N(u) < k - 1}] request-iterations in all and serves 1 + E[min(N(T), k - 1)] requests: the mean wait
 is their ratio (renewal reward; derived, not assumed). With no token threshold in reach (k large) it is
-T (1 + rate T / 2) / (1 + rate T); k <= 1 (one prompt reaches the threshold) holds nothing (`batch_wait`).
+T (1 + rate T / 2) / (1 + rate T); k <= 1 (one prompt reaches the threshold) holds nothing (`batch_wait`). The
+release hands every held request to the same forward (`_waiting_requests` returns the scheduled context requests
+whole), so a held request's prompt is prefilled beside the others of its cycle: G = 1 + min(N(T), k - 1) of them, and
+a request's group is the length-biased E[G^2] / E[G] (`released`: the group kvplan.speed.load prices its prefill at).
 """
 
 from __future__ import annotations
@@ -99,14 +102,36 @@ def batch_wait(rate: float, timeout: int, needed: float) -> float:
     return total / served
 
 
+def _batch_waiting(load, running: float) -> tuple[float, int, float] | None:
+    """(arrivals an iteration, timeout_iters, prompts needed) of `load`'s batch waiting (Load.batch_wait =
+    (timeout_iters, max_tokens_ratio)), its threshold against Load.chunk, the step budget, less the other running
+    requests' tokens; None without it or for a lone request, which finds no generation request to wait beside."""
+    if not load.batch_wait or running <= 1:
+        return None
+    needed = (load.batch_wait[1] * load.chunk - (running - 1)) / max(1.0, load.isl)
+    return arrivals(running, max(1.0, load.osl)), load.batch_wait[0], needed
+
+
 def held_steps(load, running: float) -> float:
     """Decode steps a staggered request of `load` (a kvplan.speed.load.Load) waits before its prefill, `running`
-    requests on its replica: attention-DP balancing's (`held_back`, Load.balance) and batch waiting's
-    (Load.batch_wait = (timeout_iters, max_tokens_ratio): `batch_wait`, its threshold against Load.chunk, the step
-    budget, less the other running requests' tokens; none for a lone request, which finds no generation request)."""
-    osl = max(1.0, load.osl)
-    held = held_back(load.dp, load.balance, running, osl)
-    if not load.batch_wait or running <= 1:
-        return held
-    needed = (load.batch_wait[1] * load.chunk - (running - 1)) / max(1.0, load.isl)
-    return held + batch_wait(arrivals(running, osl), load.batch_wait[0], needed)
+    requests on its replica: attention-DP balancing's (`held_back`, Load.balance) and batch waiting's (`batch_wait`)."""
+    held = held_back(load.dp, load.balance, running, max(1.0, load.osl))
+    waiting = _batch_waiting(load, running)
+    return held + batch_wait(*waiting) if waiting else held
+
+
+def released(load, running: float) -> float:
+    """The prompts a staggered request of `load` is prefilled with where batch waiting holds it (the module's
+    docstring): E[G^2] / E[G], G = 1 + min(N(T), k - 1) a cycle, N(T) Poisson at the arrivals over the timeout T;
+    1 where nothing is held (no batch waiting, a lone request, k <= 1 or no timeout)."""
+    waiting = _batch_waiting(load, running)
+    k = math.ceil(waiting[2] - 1e-9) if waiting else 1
+    if not waiting or waiting[1] <= 0 or k <= 1:
+        return 1.0
+    mu = max(0.0, waiting[0]) * waiting[1]
+    pmf, below, first, second = math.exp(-mu), 0.0, 0.0, 0.0
+    for n in range(k - 1):  # N(T) = n < k - 1: the timeout releases 1 + n
+        first, second, below = first + (1 + n) * pmf, second + (1 + n) ** 2 * pmf, below + pmf
+        pmf *= mu / (n + 1)
+    first, second = first + k * (1.0 - below), second + k * k * (1.0 - below)  # the k-th prompt releases k
+    return second / first

@@ -145,7 +145,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvplan.speed.balance import held_steps
+from kvplan.speed.balance import held_steps, released
 from kvplan.speed.lockstep import lockstep_cycle
 from kvplan.speed.model import PREFILL_CHUNK
 from kvplan.speed.queueing import arrival_wait, missed_step, overload_wait
@@ -258,10 +258,10 @@ def overloaded(rho_cap: float | None) -> bool:
 
 
 def group(load: Load, b: float) -> float:
-    """G: how many requests arrive together once a run is staggered (see the module's docstring)."""
+    """G: how many requests arrive (or batch waiting releases: balance.released) together once a run is staggered."""
     if (load.concurrency or not at_rate(load)) and not load.drawn:
-        return max(1.0, min(b, load.chunk // max(1.0, load.isl)))
-    return 1.0  # an open loop's arrivals, or drawn lengths: requests finish, and are replaced, one at a time
+        return max(1.0, min(b, load.chunk // max(1.0, load.isl)), released(load, b))
+    return released(load, b)  # open loops, drawn lengths: requests finish, and are replaced, one at a time
 
 
 def combos(load: Load, e2e_estimate: float | None = None, service_estimate: float | None = None,

@@ -9,14 +9,17 @@ Sources (code index snapshots; docs/engines.md section 3):
     1.1-1.2 shape of `KvCacheCreator`, code index versions; docs/engines.md): the dry run enqueues context requests
     of min(max_num_tokens, max_seq_len - 1) tokens up to max_num_tokens in all, each generating one token, over a
     temporary KV cache sized for just those (plus one or two tokens a sequence); its bytes are added back
-    (`_cal_max_memory`: (total - peak + the temporary cache's bytes) x fraction). The generation CUDA graphs (the
-    LLM API's default batch sizes 1, 2, 4, 8, then every 8 up to 128) are captured before the profiling, so their
-    pools sit in the non-torch part of the peak; the pool is then min(that, fraction x free memory when the final
-    cache is made), the first binding after the dry run frees its activations. Checked end to end against one
-    datacenter-GPU log of the PyTorch backend (TensorRT-LLM#6294, 0.20.0 inferred, H100, training split): +3.4% on
-    the budget (54.27 against 52.51 GiB), not attributed, as the thread shows no peak line (docs/engines.md section
-    3). A DGX Spark log of gpt-oss-120b on 1.1.0rc3 prints them too: there the device's count holds the page cache
-    as used, which kvplan.engines.trtllm.uma counts.
+    (`_cal_max_memory`: (total - peak + the temporary cache's bytes) x fraction). The generation CUDA graphs (where
+    cuda_graph_config gives no batch sizes, the LLM API's default CudaGraphConfig: max_batch_size 0 read as 128
+    and padding off, so batch sizes 1-31, 32, 64 and 128, NVIDIA/TensorRT-LLM@fcd3f31682808ae56118ae43c1d7864a3a945e6f:
+    tensorrt_llm/llmapi/llm_args.py `_generate_cuda_graph_batch_sizes`; 1, 2, 4 and every 8 to 128 only with
+    enable_padding) are captured before the profiling, so their pools sit in the non-torch part of the peak; the
+    pool is then min(that, fraction x free memory when the final cache is made), the first binding after the dry
+    run frees its activations. Checked end to end against one datacenter-GPU log of the PyTorch backend
+    (TensorRT-LLM#6294, 0.20.0 inferred, H100, training split): +3.4% on the budget (54.27 against 52.51 GiB), not
+    attributed, as the thread shows no peak line (docs/engines.md section 3). A DGX Spark log of gpt-oss-120b on
+    1.1.0rc3 prints them too: there the device's count holds the page cache as used, which
+    kvplan.engines.trtllm.uma counts.
   * bytes per token: `resource_manager.py` (commit d2a5560a) `get_cache_size_per_token`:
     L x kv_factor x (d x H // tp) x b, kv_factor 1 for MLA (d = 576, no tp split). Heads are NOT replicated
     when tp > H (d x H // tp), unlike vLLM and SGLang. Blocks: ceil(max_tokens / 32), min over ranks

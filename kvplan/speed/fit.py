@@ -45,7 +45,12 @@ SETTLE_TOL = 1e-3  # ... until its E2E moves less than this share
 # The roofline's terms never beat the datasheet FLOP/s or the measured bandwidth (kvplan.speed.shape.read_bandwidth):
 # their coefficients are 1 or more, so the calibrated
 # step is never faster than the roofline (which stays the lower bound). The rest start at 0.
-FLOOR = {"weights": 1.0, "kv": 1.0, "gemm": 1.0, "attn": 1.0, "experts": 1.0, "comm": 1.0, "latency": 1.0}
+FLOOR = {"weights": 1.0, "kv": 1.0, "gemm": 1.0, "attn": 1.0, "experts": 1.0, "comm": 1.0, "latency": 1.0,
+         "measured": 1.0}
+# Terms held at their floor, never fitted: a kernel's measured seconds (kvplan.speed.ggml_scan), which no coefficient
+# may scale. Each is in every row's prediction at 1 (the robust fit's floor part), so the NNLS sees the measured figure
+# less those seconds, and `predict` adds them at the same 1 (the set's coefficient): one path for the fit and the CV
+PINNED = ("measured",)
 OVERHEAD_BYTES = 2 << 30  # activations, CUDA graphs, the runtime: what the batch cap leaves aside (an estimate)
 
 
@@ -350,7 +355,8 @@ def _fit(built: list[Built], passes: int, apart: dict | None = None, era: str = 
                         row[i] = 0.0
                 rows.append([row[i] for i in keep])
                 ws.append(w)
-        fitted = iter(robust(rows, ws, [floor[i] for i in keep]))
+        pinned = [j for j, i in enumerate(keep) if names[i] in PINNED]
+        fitted = iter(robust(rows, ws, [floor[i] for i in keep], pinned))
         coef = [next(fitted) if i in keep else 0.0 for i in range(len(names))]
     left_out = unused_terms(era) if era else frozenset()  # a term `era` does not fit reads 0, not a shared column's
     return [0.0 if t in left_out else c for t, c in zip(TERMS, of(coef, era))]

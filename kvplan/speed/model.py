@@ -306,7 +306,7 @@ class StepModel:
             comm += 2 * s.moe_layers * (s.ep - 1) / s.ep * s.top_k * s.hidden * ACT_BYTES / s.link_bandwidth
         gemm = c["gemm"] * gemm_seconds(s, 1.0, 0.0, s.gemm_rate) if not s.paths else 0.0  # paths: by step
         head = c["gemm"] * gemm_seconds(s, 0.0, 0.0, s.gemm_rate, 1.0) if not s.paths else 0.0  # a sequence's logits
-        self.per_token = gemm + c["comm"] * comm
+        self.per_token = gemm + c["comm"] * comm + c["measured"] * s.measured_s_per_token  # a timed kernel's
         self.per_seq = c["seq"] + c["kv"] * 2 * s.state_bytes_per_seq / s.bandwidth + head
         self.per_ctx = c["kv"] * s.kv_bytes_per_token / s.bandwidth
         self.per_pair = c["attn"] * s.attn_flops_per_pair / s.bf16_rate if s.bf16_rate else 0.0

@@ -31,12 +31,13 @@ on the CUDA cores (ggml-org/ggml@36ae4059ee87885f0e606a2ec7b1a227ad0caf85:src/gg
 synced from ggml-org/llama.cpp#19504, March 2026; "TODO: Add chunked kernel for even faster pre-fill" at
 ggml-org/ggml@d99724f2:src/ggml-cuda/gated_delta_net.cu L180), 7 d_k d_v FLOPs a token a head, under 1% of a step's
 time at the CUDA-core FP32 rate: its cost is its serial chain over the tokens, which FLOPs do not price, so a llama.cpp
-Shape carries none for any recurrent layer (kvplan.speed.shape.on_gpu). Its Mamba-2 SSM_SCAN is serial in FP32 too
+Shape carries no FLOPs for any recurrent layer, the Gated DeltaNet scan's measured time instead (kvplan.speed.ggml_scan,
+on NVIDIA GPUs; kvplan.speed.shape.on_gpu). Its Mamba-2 SSM_SCAN is serial in FP32 too
 (ggml@d99724f2:src/ggml-cuda/ssm-scan.cu `ssm_scan_f32_group` L143-237, one token after another) but for a prompt of
 129 to 8,192 tokens a sequence on NVIDIA Turing and newer, where since ggml 260279d2 (llama.cpp#22675, 2026-07-28) a
 chunked SSD runs in cuBLAS at C = 256 (L15-24, L576-764, `use_ssd` L829-834): C B^T and C times the state in FP32
-(CUBLAS_COMPUTE_32F on FP32 operands), the intra-chunk product and the state update in FP16. Not priced
-either: the profiles carry no FP32 GEMM rate, and which path a llama.cpp build runs follows its date.
+(CUBLAS_COMPUTE_32F on FP32 operands), the intra-chunk product and the state update in FP16. Not priced: the
+profiles carry no FP32 GEMM rate, no timing a token is published, and which path a build runs follows its date.
 
 The other chunked kernels, each in its own module: Mamba-2's SSD scan (kvplan.speed.ssd: vLLM, SGLang, TensorRT-LLM),
 Kimi-Linear's KDA (kvplan.speed.kda: vLLM, SGLang) and MiniMax's lightning attention (kvplan.speed.lightning: vLLM),

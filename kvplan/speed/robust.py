@@ -25,11 +25,13 @@ def _loss(rows, ws, coef) -> float:
     return total
 
 
-def robust(rows: list[list[float]], ws: list[float], floor: list[float]) -> list[float]:
+def robust(rows: list[list[float]], ws: list[float], floor: list[float], pinned=()) -> list[float]:
     """Coefficients >= `floor` minimising sum w x log(1 + (log(ratio) / SCALE)^2) over the rows (ratio = the
     row's prediction over its measurement): Gauss-Newton in log space, each step a weighted NNLS on
     the coefficients less their floor (Cauchy weights: a figure the terms cannot explain, a misread
-    setting or another kernel, loses its pull), halved while it does not lower the loss."""
+    setting or another kernel, loses its pull), halved while it does not lower the loss. The columns `pinned`
+    (indices) stay at their floor: in every row's prediction, as a floor is, but no column of the NNLS, so their
+    seconds come off the measured figure before the step solves for the others."""
     if not rows:
         return [0.0] * len(floor)
     coef = floor[:]
@@ -41,7 +43,7 @@ def robust(rows: list[list[float]], ws: list[float], floor: list[float]) -> list
             base = sum(f * v for f, v in zip(floor, row))
             r = math.log(p)
             k = math.sqrt(w / (1.0 + (r / SCALE) ** 2))
-            a.append([v / p * k for v in row])
+            a.append([0.0 if i in pinned else v / p * k for i, v in enumerate(row)])
             y.append((1.0 - r - base / p) * k)
         new = [f + x for f, x in zip(floor, nnls(a, y))]
         for _ in range(6):

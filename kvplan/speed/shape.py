@@ -32,6 +32,7 @@ from kvplan.planning.profile import PAGED, kv_profile
 from kvplan.speed.compute_dtype import STATED, compute_dtype, datasheet_flops, ggml_rate_of, read_flops, sixteen_bit
 from kvplan.speed.ggml import attention_rate as ggml_attention_rate
 from kvplan.speed.ggml import paths as ggml_paths
+from kvplan.speed.ggml_scan import scan_seconds
 from kvplan.speed.mlaform import as_run, mla_heads_per_rank
 from kvplan.speed.model import (absorbed_prefill, custom_allreduce_bytes, engine_key, gemm_kernels,
                                 measured_allreduce_kernel)
@@ -249,7 +250,8 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
         rate_of = ggml_rate_of(gpu)
         paths, missing = ggml_paths(gpu, stored, dense, rate_of, date)
         bf16 = ggml_attention_rate(gpu, rate_of)  # its attention's two accumulators
-        terms = {**terms, "recurrent_flops": 0.0}  # its recurrent scans are priced 0 (kvplan.speed.recurrent says why)
+        # no chunked FLOPs (kvplan.speed.recurrent): its serial scan at its measured time (kvplan.speed.ggml_scan)
+        terms = {**terms, "recurrent_flops": 0.0, "measured_s_per_token": scan_seconds(spec.layers, gpu)}
     # a rank's KV heads as the engine's MLA default reads them, over its whole tp size (`tp_size`: attention-DP ranks
     # included; None: terms' tp), by the rule kvplan.engines.sglang.attention reads for the page and the aiter cut
     heads = mla_heads_per_rank(spec, tp_size or terms["tp"])

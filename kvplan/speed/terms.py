@@ -74,6 +74,7 @@ the order of `TERMS`:
              chat template and tokenising, in a process apart from the engine's steps): not in any step, only in
              first tokens, a burst's N crossings or a spread request's own (kvplan.speed.frontend.ingress_queue); 0 in
              every step's features
+  measured   a timed kernel's seconds a token x the step's tokens (kvplan.speed.ggml_scan), coefficient 1 (fit.PINNED)
 
 Link latency per collective call, from the profile's `interconnect.kind`: NCCL's ring all-reduce
 with the LL protocol costs baseLat + 2(n-1) x hwLat, baseLat 6.6 us, hwLat 0.6 us over NVLink and
@@ -90,15 +91,14 @@ from kvplan.speed.compute_dtype import sixteen_bit
 from kvplan.speed.ggml import entry_at, padded_expert_flops
 
 TERMS = ("weights", "kv", "gemm", "attn", "experts", "grouped", "comm", "latency", "step", "layer", "seq", "request",
-         "pstep", "player", "pmoe", "ingress")
+         "pstep", "player", "pmoe", "ingress", "measured")
 NCCL_BASE_LAT_S = 6.6e-6  # NVIDIA/nccl src/graph/tuning.cc baseLat, Ring / LL
 NCCL_HW_LAT_S = {"nvswitch": 0.6e-6, "nvlink-bridge": 0.6e-6, "nvlink-direct": 0.6e-6, "xgmi": 0.6e-6,
                  "pcie": 1.0e-6, "roce": 2.7e-6}  # hwLat Ring / LL: NVLINK, PCI, NET (xgmi read as NVLink)
 PCIE_BYTES_PER_LANE_S = {3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}  # PCI-SIG per lane, one direction
 ACT_BYTES = 2  # activations cross the link in 16 bits
 MESH_KINDS = ("xgmi",)  # fabrics with one direct link a peer: a GPU's bandwidth is split among its domain - 1 peers
-FP4_NAMES = ("fp4", "nvfp4", "mxfp4")
-FP8_NAMES = ("fp8", "int8")
+FP4_NAMES, FP8_NAMES = ("fp4", "nvfp4", "mxfp4"), ("fp8", "int8")
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,7 @@ class Shape:
     flops_per_token: float = 0.0  # 2 x active parameters on this rank, the LM head apart
     plain_flops: float = 0.0  # of them, those of modules the checkpoint keeps in the model dtype: at bf16_rate
     recurrent_flops: float = 0.0  # a token's in the recurrent layers' chunked prefill kernels, at bf16_rate (recurrent)
+    measured_s_per_token: float = 0.0  # a token's seconds in kernels timed, not modelled (ggml_scan): `measured`
     head_flops: float = 0.0  # the LM head's 2 x vocab x hidden / tp, per position whose logits a step computes
     plain_head: bool = True  # the LM head runs at bf16_rate (every checkpoint but a GGUF file, its output quantized)
     plain_decompress: float = 0.0  # of decompress_flops, those of a kept attention's kv_b_proj: at bf16_rate
@@ -307,7 +308,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         prefill_steps,
         prefill_steps * s.layers,
         0.0 if s.prefill_graph else prefill_steps * s.moe_layers,
-        0.0,  # ingress: no step's (kvplan.speed.frontend.ingress_queue)
+        0.0, s.measured_s_per_token * tokens,  # ingress: no step's (frontend.ingress_queue); measured: timed kernels'
     ]
 
 
@@ -373,8 +374,7 @@ def gemm_seconds(s: Shape, tokens: float, prefill_context: float, rate: float, s
 
 
 def prefill_width(s) -> float:
-    """FLOPs a prefill query-key pair costs on this rank (the decode width where the Shape, or the simulator's
-    StageCost, gives none apart)."""
+    """FLOPs a prefill query-key pair costs on this rank (the decode width where the Shape or StageCost gives none)."""
     return s.attn_flops_per_pair if s.attn_prefill_flops_per_pair is None else s.attn_prefill_flops_per_pair
 
 

@@ -69,3 +69,27 @@ def test_sglang_settings_drop_the_instance_across_nodes():
     two = engine.settings(model, H100, Deployment(tp=2, node_gpus=1), req)
     # memory in use before the weights: the same CUDA context and NCCL term, less the one 39,845,888 B instance
     assert one.init_bytes - two.init_bytes == 39_845_888
+
+
+def test_the_layout_search_keeps_tp_within_the_profiles_node():
+    # llama-3.1-405b (128 heads, 126 layers) on 8 GB200s, whose profile gives trays of node_gpus 4. By hand, every
+    # (tp, pp, dp) with tp | 4 and tp x pp x dp = 8: tp 1 (1,1,8) (1,2,4) (1,4,2) (1,8,1); tp 2 (2,1,4) (2,2,2)
+    # (2,4,1); tp 4 (4,1,2) (4,2,1): 9 layouts, tp 8 not among them (it was while the search read 8 GPUs a node)
+    from kvplan.compare.candidates import search_layouts
+
+    model, engine = find_in_catalog("llama-3.1-405b"), resolve_engine(None, None, [])
+    by_hand = {(1, 1, 8), (1, 2, 4), (1, 4, 2), (1, 8, 1), (2, 1, 4), (2, 2, 2), (2, 4, 1), (4, 1, 2), (4, 2, 1)}
+    plans = search_layouts(model, GB200, 8, Request(context=32768), engine)
+    assert {(p.deployment.tp, p.deployment.pp, p.deployment.dp) for p in plans} == by_hand
+    # the user's node size wins over the profile's: nodes of 8 add (8, 1, 1)
+    wide = search_layouts(model, GB200, 8, Request(context=32768), engine, node_gpus=8)
+    assert {(p.deployment.tp, p.deployment.pp, p.deployment.dp) for p in wide} == by_hand | {(8, 1, 1)}
+
+
+def test_fit_says_the_node_the_search_assumed():
+    res = CliRunner().invoke(whole_app(), ["fit", "llama-3.1-405b", "--gpu", "gb200", "--gpus", "8", "--ctx", "32k"])
+    assert res.exit_code == 0, res.output
+    assert ("note: layouts keep tensor parallelism within one node, 4 GPUs per node, the GPU profile's node_gpus"
+            in res.stderr)
+    res = CliRunner().invoke(whole_app(), ["fit", "llama-3.1-8b", "--gpu", "h100-80", "--gpus", "2"])
+    assert "within one node, assumed 8 GPUs per node" in res.stderr

@@ -1,4 +1,4 @@
-"""A tensor-parallel group larger than a node (kvplan.planning.deploy.tp_spans_nodes): the plan warns on what it does
+"""A tensor-parallel group larger than a node (kvplan.planning.deploy.node_of): the plan warns on what it does
 not price (kvplan.planning.plan_warnings.node_span_warnings), and SGLang books no custom all-reduce for a tp group
 that spans nodes outside multi-node NVLink (kvplan.engines.sglang.allreduce.one_node).
 
@@ -93,3 +93,19 @@ def test_fit_says_the_node_the_search_assumed():
             in res.stderr)
     res = CliRunner().invoke(whole_app(), ["fit", "llama-3.1-8b", "--gpu", "h100-80", "--gpus", "2"])
     assert "within one node, assumed 8 GPUs per node" in res.stderr
+
+
+def test_sglang_dp_attention_checks_its_whole_tp_group():
+    # SGLang under DP attention: --tp-size is every rank (attention tp x dp), the group its MoE collectives span
+    # (sglang 0.5.9 wheel layers/dp_attention.py L230-244; server_args.py L5143-5145). tp 2 x dp 8 = 16 ranks on
+    # nodes of 8: 16 / 8 = 2 nodes, though the attention tp (2) fits one
+    wide = _spans(_warnings("deepseek-v3", "--gpu", "h200", "--tp", "2", "--dp", "8", "--ep", "16", "--ctx", "8k",
+                            "--engine", "sglang"))
+    assert len(wide) == 1 and wide[0].startswith("SGLang's tp group under DP attention")
+    assert "of 16 ranks spans 2 nodes (assumed 8 GPUs per node)" in wide[0]
+    # tp 1 x dp 8 = 8 ranks: one node, no warning
+    assert not _spans(_warnings("deepseek-v3", "--gpu", "h200", "--tp", "1", "--dp", "8", "--ep", "8", "--ctx", "8k",
+                                "--engine", "sglang"))
+    # a tp group wider than the node without DP attention is still the plan's own check, said once
+    one = _spans(_warnings("llama-3.1-405b", "--gpu", "h100-80", "--tp", "16", "--ctx", "8k", "--engine", "sglang"))
+    assert len(one) == 1 and one[0].startswith("tensor parallelism 16 spans 2 nodes")

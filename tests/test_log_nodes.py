@@ -55,3 +55,10 @@ def test_a_count_not_printed_is_said_assumed():
     assert node_note(quiet, Deployment(8)) is None
     assert node_note(quiet, Deployment(8), find_gpu("gb200")) == ("the log states no node count: 4 GPUs per node, "
                                                                   "the GPU profile's node_gpus for the node rules")
+
+
+def test_one_node_stated_is_all_the_gpus_and_said_only_past_the_assumed_node():
+    rec = _read("server_args=ServerArgs(tp_size=16, nnodes=1, node_rank=0)", "sglang")
+    assert node_gpus(rec, 16) == 16  # tp 16 on one node: a node of 16 GPUs, no span
+    assert node_note(rec, Deployment(16, node_gpus=16)) == "nodes of 16 GPUs (from the log: nnodes=1)"
+    assert node_note(rec, Deployment(4, node_gpus=4)) is None  # 4 GPUs on one node: as assumed, no line

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 
 from kvplan.core.units import plural
-from kvplan.planning.deploy import node_of
+from kvplan.planning.deploy import Deployment, node_of
 
 SPANS = "process group spans across nodes"  # vLLM's and SGLang's custom all-reduce, off for a group over hosts
 _COUNT = re.compile(r"(?:\bnnodes=|--nnodes[= ]|'nnodes': )(\d{1,4})\b")
@@ -49,10 +49,10 @@ def read_nodes(text: str, rec) -> None:
 
 def node_gpus(rec, gpus: int) -> int | None:
     """GPUs in one node of a deployment of `gpus` GPUs, as the log states them: its node size, or its GPUs over its
-    node count where they divide evenly (SGLang requires it); None where the log states neither."""
+    node count where they divide evenly (SGLang requires it; one node: all of them); None where it states neither."""
     if rec.node_gpus:
         return rec.node_gpus
-    if rec.nodes and rec.nodes > 1 and gpus % rec.nodes == 0:
+    if rec.nodes and gpus % rec.nodes == 0:
         return gpus // rec.nodes
     return None
 
@@ -61,6 +61,8 @@ def node_note(rec, dep, gpu=None) -> str | None:
     """check-log's line on nodes: the node size read and where, or, where the log runs several nodes (it says a group
     spans them) or its tp group is larger than the assumed node, that the node count is kvplan's assumption."""
     if "nodes" in rec.read and dep.node_gpus:
+        if rec.nodes == 1 and dep.gpus <= node_of(Deployment(), gpu)[0]:
+            return None  # one node, within the one kvplan would assume: nothing to say
         return f"nodes of {plural(dep.node_gpus, 'GPU')} (from the log: {rec.read['nodes']})"
     if rec.spans or dep.tp > node_of(dep, gpu)[0]:
         said = "says a tp group spans nodes but not how many" if rec.spans else "states no node count"

@@ -6,7 +6,8 @@
 `buffer_ptrs`, `cudaMalloc(max_size)`, in whole 2 MiB pages: 10 + 8 = 18 MiB outside PyTorch's allocator, plus
 `rank_data`, a torch tensor, which the non-torch figure does not hold. It builds none where the group spans nodes
 ("Custom allreduce is disabled because this process group spans across nodes": 0.10.0 L83-87, 0.11.0 L84-88, the
-first check, on `in_the_same_node_as`, which a multi-node NVLink rack does not pass: its trays are hosts) or where
+first check, on `in_the_same_node_as`, which a multi-node NVLink rack's trays, being hosts, do not pass in these
+releases; later ones try a cross-node group on MNNVL, vllm#50000 and #53253, outside this rule) or where
 the group's size is not 2, 4, 6 or 8 (`_SUPPORTED_WORLD_SIZES`, L51; 0.10.0 L97-102, 0.11.0 L98-103).
 
 Whether the budget sees them is the snapshot's order. Before 0.11.0 the worker takes its start-up snapshot before the

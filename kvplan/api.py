@@ -36,7 +36,7 @@ from kvplan.hardware.prices import load_prices
 from kvplan.model.spec import ModelSpec
 from kvplan.engines.context import limited
 from kvplan.engines.scheduler import with_limits
-from kvplan.planning.deploy import NODE_GPUS, Deployment, candidate_deployments, deployment_for_gpus
+from kvplan.planning.deploy import Deployment, candidate_deployments, deployment_for_gpus
 from kvplan.planning.layout import SEARCH, layout_from_flags
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Plan
 from kvplan.planning.request import MAX_BATCH, read_request
@@ -123,13 +123,13 @@ def plan(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, context: int | s
     if gpus_per_node is not None and not 1 <= gpus_per_node <= 1024:
         raise out_of_range("gpus_per_node", gpus_per_node, 1, 1024)
     if dep == SEARCH:
-        dep = _best_layout(spec, hw, gpus, req, chosen, gpus_per_node or NODE_GPUS, gpus_per_node)
+        dep = _best_layout(spec, hw, gpus, req, chosen, gpus_per_node)
     if dep is not None and gpus_per_node is not None:  # the node size the user tells the engine (gpus_per_node)
         dep = dataclasses.replace(dep, node_gpus=gpus_per_node)
     return chosen.plan(spec, hw, chosen.deployment(dep or Deployment()), req)
 
 
-def _best_layout(spec, hw, gpus: int, req, engine, per_node: int, node_gpus: int | None = None):
+def _best_layout(spec, hw, gpus: int, req, engine, node_gpus: int | None = None):
     """`kvplan fit --gpus N`'s layout: every valid one planned and ranked (kvplan.compare.candidates.search_layouts)."""
     if gpus == 1:
         return Deployment(1, 1)
@@ -137,7 +137,7 @@ def _best_layout(spec, hw, gpus: int, req, engine, per_node: int, node_gpus: int
         return Deployment(1, gpus)
     engine.with_checkpoint_kv(spec, req)  # a declared KV cache the engine cannot run: refused, not every layout
     # none: refused with why (kvplan.compare.candidates)
-    plans = search_layouts(spec, hw, gpus, req, engine, per_node, node_gpus)
+    plans = search_layouts(spec, hw, gpus, req, engine, node_gpus)
     return plans[0].deployment
 
 

@@ -19,6 +19,7 @@ ENGINE_FLAGS = {
     # vLLM's serve command (--emit vllm), its notes, and the engine settings it names
     "engines/vllm/api_servers.py": {"--api-server-count", "--data-parallel-size"},  # the note on its API servers
     "engines/vllm/engine.py": {"--decode-context-parallel-size"},
+    "engines/lognodes.py": {"--nnodes"},  # SGLang's and vLLM's own flag, read from a launch line in a log
     "engines/vllm/capacity.py": {"--max-model-len"},  # vLLM's, in the notes on what `--max-model-len auto` sets
     "engines/vllm/plan_notes.py": {"--kv-cache-memory-bytes"},  # vLLM's, in the note on a release without it
     "engines/vllm/command.py": {"--block-size", "--data-parallel-size", "--decode-context-parallel-size",

@@ -1,4 +1,4 @@
-"""A tensor-parallel group larger than a node (kvplan.planning.deploy.tp_spans_nodes): the plan warns on what it does
+"""A tensor-parallel group larger than a node (kvplan.planning.deploy.node_of): the plan warns on what it does
 not price (kvplan.planning.plan_warnings.node_span_warnings), and SGLang books no custom all-reduce for a tp group
 that spans nodes outside multi-node NVLink (kvplan.engines.sglang.allreduce.one_node).
 
@@ -69,3 +69,43 @@ def test_sglang_settings_drop_the_instance_across_nodes():
     two = engine.settings(model, H100, Deployment(tp=2, node_gpus=1), req)
     # memory in use before the weights: the same CUDA context and NCCL term, less the one 39,845,888 B instance
     assert one.init_bytes - two.init_bytes == 39_845_888
+
+
+def test_the_layout_search_keeps_tp_within_the_profiles_node():
+    # llama-3.1-405b (128 heads, 126 layers) on 8 GB200s, whose profile gives trays of node_gpus 4. By hand, every
+    # (tp, pp, dp) with tp | 4 and tp x pp x dp = 8: tp 1 (1,1,8) (1,2,4) (1,4,2) (1,8,1); tp 2 (2,1,4) (2,2,2)
+    # (2,4,1); tp 4 (4,1,2) (4,2,1): 9 layouts, tp 8 not among them (it was while the search read 8 GPUs a node)
+    from kvplan.compare.candidates import search_layouts
+
+    model, engine = find_in_catalog("llama-3.1-405b"), resolve_engine(None, None, [])
+    by_hand = {(1, 1, 8), (1, 2, 4), (1, 4, 2), (1, 8, 1), (2, 1, 4), (2, 2, 2), (2, 4, 1), (4, 1, 2), (4, 2, 1)}
+    plans = search_layouts(model, GB200, 8, Request(context=32768), engine)
+    assert {(p.deployment.tp, p.deployment.pp, p.deployment.dp) for p in plans} == by_hand
+    # the user's node size wins over the profile's: nodes of 8 add (8, 1, 1)
+    wide = search_layouts(model, GB200, 8, Request(context=32768), engine, node_gpus=8)
+    assert {(p.deployment.tp, p.deployment.pp, p.deployment.dp) for p in wide} == by_hand | {(8, 1, 1)}
+
+
+def test_fit_says_the_node_the_search_assumed():
+    res = CliRunner().invoke(whole_app(), ["fit", "llama-3.1-405b", "--gpu", "gb200", "--gpus", "8", "--ctx", "32k"])
+    assert res.exit_code == 0, res.output
+    assert ("note: layouts keep tensor parallelism within one node, 4 GPUs per node, the GPU profile's node_gpus"
+            in res.stderr)
+    res = CliRunner().invoke(whole_app(), ["fit", "llama-3.1-8b", "--gpu", "h100-80", "--gpus", "2"])
+    assert "within one node, assumed 8 GPUs per node" in res.stderr
+
+
+def test_sglang_dp_attention_checks_its_whole_tp_group():
+    # SGLang under DP attention: --tp-size is every rank (attention tp x dp), the group its MoE collectives span
+    # (sglang 0.5.9 wheel layers/dp_attention.py L230-244; server_args.py L5143-5145). tp 2 x dp 8 = 16 ranks on
+    # nodes of 8: 16 / 8 = 2 nodes, though the attention tp (2) fits one
+    wide = _spans(_warnings("deepseek-v3", "--gpu", "h200", "--tp", "2", "--dp", "8", "--ep", "16", "--ctx", "8k",
+                            "--engine", "sglang"))
+    assert len(wide) == 1 and wide[0].startswith("SGLang's tp group under DP attention")
+    assert "of 16 ranks spans 2 nodes (assumed 8 GPUs per node)" in wide[0]
+    # tp 1 x dp 8 = 8 ranks: one node, no warning
+    assert not _spans(_warnings("deepseek-v3", "--gpu", "h200", "--tp", "1", "--dp", "8", "--ep", "8", "--ctx", "8k",
+                                "--engine", "sglang"))
+    # a tp group wider than the node without DP attention is still the plan's own check, said once
+    one = _spans(_warnings("llama-3.1-405b", "--gpu", "h100-80", "--tp", "16", "--ctx", "8k", "--engine", "sglang"))
+    assert len(one) == 1 and one[0].startswith("tensor parallelism 16 spans 2 nodes")

@@ -135,5 +135,6 @@ def test_api_passes_the_node_size_to_the_search_and_the_plan():
     engine = resolve_engine("trtllm", None, [])
     from kvplan.compare.candidates import search_layouts
 
-    plans = search_layouts(R1, H200, 16, REQ, engine, 8, node_gpus=4)
+    plans = search_layouts(R1, H200, 16, REQ, engine, node_gpus=4)
     assert {p.deployment.node_gpus for p in plans} == {4}
+    assert max(p.deployment.tp for p in plans) == 4  # and the search keeps tp within that node

@@ -17,7 +17,7 @@ from kvplan.cli.offload import OffloadFlags
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 from kvplan.core.units import parse_tokens
 from kvplan.hardware.gpus import find_gpu
-from kvplan.planning.deploy import NODE_GPUS, Deployment, deployment_for_gpus
+from kvplan.planning.deploy import Deployment, deployment_for_gpus
 from kvplan.planning.layout import SEARCH, layout_from_flags
 from kvplan.planning.request import read_request
 from kvplan.engines.served_dtype import loaded_as_model_dtype
@@ -132,8 +132,7 @@ def fit(
         stderr(f"note: --ctx not given; using {source}, {default_ctx:,} tokens")
     layouts = None
     if dep == SEARCH:
-        dep, layouts = search(spec, hw, gpus, req, chosen, gpus_per_node or NODE_GPUS, as_json=as_json,
-                              node_gpus=gpus_per_node)
+        dep, layouts = search(spec, hw, gpus, req, chosen, as_json=as_json, node_gpus=gpus_per_node)
     if dep is not None and gpus_per_node is not None:  # the node size the user tells the engine
         dep = dataclasses.replace(dep, node_gpus=gpus_per_node)
     fit_report(spec, hw, dep, req, chosen, emit_to=emit, as_json=as_json, explain=explain, check=check,

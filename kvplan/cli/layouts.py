@@ -6,7 +6,7 @@ is then planned and shown as `fit --tp/--pp/--dp/--ep` would show it.
 """
 
 from kvplan.cli._common import stderr, table
-from kvplan.compare.candidates import search_layouts
+from kvplan.compare.candidates import search_layouts, search_node
 from kvplan.core.units import gib, plural
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.layout import layout_text
@@ -14,7 +14,7 @@ from kvplan.planning.layout import layout_text
 TOP = 5
 
 
-def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool, node_gpus: int | None = None):
+def search(spec, hw, gpus: int, req, choice, *, as_json: bool, node_gpus: int | None = None):
     """(the best deployment, the JSON rows of every layout); the table of the top few on stdout.
     One GPU, or an engine that only splits layers (llama.cpp), has one layout: no search, rows None."""
     if gpus == 1:
@@ -24,7 +24,9 @@ def search(spec, hw, gpus: int, req, choice, per_node: int, *, as_json: bool, no
     choice.check_layers(spec, req.kv_dtype)  # a cache the engine cannot size is the model's refusal, not every layout's
     choice.with_checkpoint_kv(spec, req)  # so is a declared KV cache it cannot run (kvplan.engines.checkpoint_kv)
     # none: refused with why (kvplan.compare.candidates)
-    plans = search_layouts(spec, hw, gpus, req, choice, per_node, node_gpus)
+    whose = search_node(hw, node_gpus)[1]
+    stderr(f"note: layouts keep tensor parallelism within one node, {whose}; --tp plans a wider group")
+    plans = search_layouts(spec, hw, gpus, req, choice, node_gpus)
     best = plans[0]
     rows = [{"tp": p.deployment.tp, "pp": p.deployment.pp, "dp": p.deployment.dp, "ep": p.deployment.ep,
              "fits": p.fits, "max_concurrency": p.max_concurrency,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Callable, Iterable, Iterator, NamedTuple
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
-from kvplan.planning.deploy import MAX_SEARCH_GPUS, Deployment, candidate_deployments, validate_deployment
-from kvplan.planning.layout import NODE_GPUS, candidate_layouts, layout_rank_key
+from kvplan.planning.deploy import MAX_SEARCH_GPUS, Deployment, candidate_deployments, node_of, validate_deployment
+from kvplan.planning.layout import candidate_layouts, layout_rank_key
 
 
 SMALLEST_FIT_COUNTS = tuple(range(1, MAX_SEARCH_GPUS + 1))  # fit's smallest-fit search: every count
@@ -58,10 +58,18 @@ def smallest_fitting(model, gpu, req, engine, skip_gpus: int = 0):
     return None
 
 
-def search_layouts(model, gpu, gpus: int, req, engine, per_node: int = NODE_GPUS, node_gpus: int | None = None) -> list:
-    """Every valid layout of `gpus` GPUs (kvplan.planning.layout.candidate_layouts), planned by `engine` (a
-    configured Engine) and ranked best first by concurrency at the context (ties: decode tokens/s).
-    A layout the engine refuses is left out. `node_gpus`: the node size a user told the engine (Deployment)."""
+def search_node(gpu, node_gpus: int | None = None) -> tuple[int, str]:
+    """The node the layout search keeps tp within, and where kvplan took its size: the user's `gpus_per_node`, else
+    the GPU profile's `node_gpus` (a GB200 NVL72 tray: 4), else 8 assumed (kvplan.planning.deploy.node_of, the size
+    the plan's node rules read)."""
+    return node_of(Deployment(node_gpus=node_gpus), gpu)
+
+
+def search_layouts(model, gpu, gpus: int, req, engine, node_gpus: int | None = None) -> list:
+    """Every valid layout of `gpus` GPUs (kvplan.planning.layout.candidate_layouts, tp within `search_node`'s node),
+    planned by `engine` (a configured Engine) and ranked best first by concurrency at the context (ties: decode
+    tokens/s). A layout the engine refuses is left out. `node_gpus`: the node size a user told the engine."""
+    per_node = search_node(gpu, node_gpus)[0]
     deps = (Deployment(*t, node_gpus=node_gpus) for t in candidate_layouts(model, gpus, per_node))
     tried = list(try_deployments(model, deps, lambda dep: engine.plan(model, gpu, dep, req)))
     plans = sorted((t.result for t in tried if t.why is None), key=layout_rank_key)

@@ -18,8 +18,8 @@ from kvplan.compare.candidates import try_deployments
 from kvplan.compare.replicas import layout_deployments, replicated
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg, out_of_range
 from kvplan.engines import resolve_engine
+from kvplan.planning.deploy import Deployment, node_size
 from kvplan.planning.lora import parse_lora
-from kvplan.planning.deploy import Deployment
 from kvplan.planning.layout import layout_text
 from kvplan.planning.plan import Plan, Request
 from kvplan.core.units import human_bytes, human_tokens
@@ -121,11 +121,11 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
     req = Request(context=context, batch=concurrency, kv_dtype=kv_dtype, kv_auto=kv_auto, weight_dtype=weight_dtype,
                   lora=parse_lora(lora), **extra)
     meets, fails = [], []
-    if layouts:
-        deployments = layout_deployments(model, deployments)
     for gpu in gpus:
         price = prices.price(gpu) if prices is not None else gpu.price_per_hour
-        tried = try_deployments(model, [engine.deployment(dep) for dep in deployments],
+        # the other layouts keep tp within the GPU's node (its profile's node_gpus, else 8), as fit --gpus N's search
+        deps = layout_deployments(model, deployments, node_size(None, gpu)) if layouts else deployments
+        tried = try_deployments(model, [engine.deployment(dep) for dep in deps],
                                 lambda dep: engine.plan(model, gpu, dep, req))
         for dep, p, invalid in tried:  # invalid: the model cannot run dep, or the engine (llama.cpp: no tp)
             if invalid is not None:

@@ -11,6 +11,7 @@ import re
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.logdates import written
+from kvplan.engines.lognodes import read_nodes
 from kvplan.engines.logparse_graphs import vllm_graph_settings
 from kvplan.engines.logparse_sglang import sglang_log
 from kvplan.engines.vllm.releases import FLOORS
@@ -58,6 +59,7 @@ def parse_log(text: str) -> LogRecord:
                           EXIT_USAGE)
     rec = LogRecord(engine)
     {"vllm": _vllm, "sglang": sglang_log, "llama.cpp": _llamacpp, "trtllm": _trtllm}[engine](text, rec)
+    read_nodes(text, rec)  # the nodes it ran on, where it says (kvplan.engines.lognodes)
     rec.written = written(text)  # the log's own clock: a bound on its release where it prints none
     if not rec.reported:
         raise KvplanError(f"found {engine} lines but no KV-cache figures to check", EXIT_USAGE)

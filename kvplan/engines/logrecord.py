@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.engines.lognodes import node_gpus, node_note
 from kvplan.planning.deploy import Deployment
 
 
@@ -73,6 +74,9 @@ class LogRecord:
     cudagraph_mode: str | None = None  # vLLM: the CUDAGraphMode it ran (kvplan.engines.logparse_graphs)
     cudagraph_mode_from: str = ""  # ... and where the log said so (its engine config, or a later downgrade)
     compilation_mode: int | None = None  # vLLM: CompilationMode (3 VLLM_COMPILE) or 0.10's level, as printed
+    nodes: int | None = None  # the node count the log states (kvplan.engines.lognodes)
+    node_gpus: int | None = None  # ... or the node size (TensorRT-LLM's gpus_per_node)
+    spans: bool = False  # the log says a tp group spans nodes (the custom all-reduce's warning)
 
 
 def _check_figures(rec: LogRecord) -> None:
@@ -114,13 +118,15 @@ def deployment_said(dep, rec: LogRecord, given, inferred: bool = False) -> str:
     return "planned as " + ", ".join(parts)
 
 
-def logged_deployment(rec: LogRecord, given: int | None, notes: list[str]) -> Deployment:
+def logged_deployment(rec: LogRecord, given: int | None, notes: list[str], gpu=None) -> Deployment:
     """The deployment a log is checked at: tp as given, else the log's, else 1 (a note says it was assumed), pp the
     log's; where each size came from appended to `notes` (deployment_said). vLLM's and TensorRT-LLM's checks."""
     if not (given or rec.tp):
         notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
-    dep = Deployment(given or rec.tp or 1, rec.pp or 1, **logged_split(rec))
+    tp, pp = given or rec.tp or 1, rec.pp or 1
+    dep = Deployment(tp, pp, node_gpus=node_gpus(rec, tp * pp), **logged_split(rec))
     notes.append(deployment_said(dep, rec, given))
+    notes.extend(filter(None, [node_note(rec, dep, gpu)]))  # the nodes read, or assumed (kvplan.engines.lognodes)
     return dep
 
 

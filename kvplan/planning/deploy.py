@@ -63,11 +63,6 @@ def node_size(dep, gpu=None) -> int:
     return node_of(dep, gpu)[0]
 
 
-def tp_spans_nodes(dep, gpu=None) -> bool:
-    """Whether one tensor-parallel group holds more GPUs than a node (node_size): its ranks sit on several nodes."""
-    return dep.tp > node_size(dep, gpu)
-
-
 def nvlink_past_node(gpu, ranks: int) -> bool:
     """Whether the GPU profile's NVSwitch domain reaches past its own node (`node_gpus`, else NODE_GPUS) and holds
     `ranks` GPUs: multi-node NVLink (a GB200 NVL72 rack of 4-GPU trays), where ranks on other nodes still use

@@ -351,7 +351,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
                                         "memory ({})", (need, usable), ("GiB", "GiB")))
     warnings += memory_warnings(gpu, usable, any(w.topic == UNIFIED for w in assumed))
     warnings += assumed
-    warnings += node_span_warnings(gpu, dep)
+    warnings += node_span_warnings(gpu, dep, assumed)  # unless the engine said its own group's
     step = use.step_bytes / gpu.bandwidth_bytes_per_s
     copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy); dcp stripes it
     seq_gpu, seq_rank = _sequence(stages, use, pooled)

@@ -12,7 +12,7 @@ from kvplan.core.errors import arg
 from kvplan.core.intmath import cdiv
 from kvplan.hardware.facts import unified
 from kvplan.model.spec import PLAIN_BYTES, ModelSpec, assumed_int4_group, override_note
-from kvplan.planning.deploy import node_of, nvlink_past_node, tp_spans_nodes
+from kvplan.planning.deploy import node_of, nvlink_past_node
 
 # weight dtypes vLLM and SGLang quantize a 16-bit checkpoint to as they load it (kvplan.engines.emit.weight_args),
 # and how.
@@ -102,20 +102,27 @@ def memory_warnings(gpu, usable: int, engine_says_unified: bool = False) -> list
     return out
 
 
-def node_span_warnings(gpu, dep) -> list[PlanWarning]:
-    """A tensor-parallel group larger than a node (kvplan.planning.deploy.tp_spans_nodes) is planned with what kvplan
+NODE_SPAN = "node_span"  # PlanWarning.topic: a tp group larger than a node, where an engine says its own group
+
+
+def node_span_warnings(gpu, dep, assumed=(), ranks: int | None = None, group: str = "") -> list[PlanWarning]:
+    """A tensor-parallel group larger than a node (kvplan.planning.deploy.node_of) is planned with what kvplan
     cannot price: NCCL's buffers for peers on other nodes, and (unless multi-node NVLink holds the group:
     kvplan.planning.deploy.nvlink_past_node) the tp collectives over the network, not the scale-up link the speed
-    terms price (docs/engines.md, "A tensor-parallel group across nodes")."""
-    if not tp_spans_nodes(dep, gpu):
-        return []
+    terms price (docs/engines.md, "A tensor-parallel group across nodes"). The group is `dep.tp` ranks, or the
+    `ranks` an engine names as its own (`group`: what it calls them; SGLang's --tp-size under DP attention,
+    kvplan.engines.sglang.unpriced); an engine's warning of that topic among `assumed` replaces the plan's."""
     node, whose = node_of(dep, gpu)
-    nvlink = nvlink_past_node(gpu, dep.tp)
+    ranks = ranks or dep.tp
+    if ranks <= node or any(w.topic == NODE_SPAN for w in assumed):
+        return []
+    nvlink = nvlink_past_node(gpu, ranks)
     link = "multi-node NVLink" if nvlink else "the network: per channel and peer, NCCL_BUFFSIZE each"
-    text = (f"tensor parallelism {dep.tp} spans {cdiv(dep.tp, node)} nodes ({whose}): the "
+    text = (f"{f'{group} of {ranks} ranks' if group else f'tensor parallelism {ranks}'} spans {cdiv(ranks, node)} "
+            f"nodes ({whose}): the "
             f"buffers NCCL allocates for peers on other nodes (over {link}) are not priced, so the memory per GPU is "
             "low by them")
     if not nvlink:
         text += ("; its all-reduces run over the network, not the GPU's scale-up link the speed figures price, so "
                  "those are optimistic")
-    return [PlanWarning.literal(text)]
+    return [PlanWarning.literal(text, topic=NODE_SPAN)]

@@ -40,7 +40,15 @@ from kvplan.engines.base import parse_version
 from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.model.layers import has_dsa, has_mla
 from kvplan.planning.deploy import node_size
-from kvplan.planning.plan_warnings import PlanWarning
+from kvplan.planning.plan_warnings import PlanWarning, node_span_warnings
+
+# The group whose ranks a node must hold under DP attention (--enable-dp-attention): SGLang's tp group, --tp-size,
+# every rank (attention tp x dp). Its MoE and dense-MLP collectives and its custom all-reduce run over all of them;
+# the attention group is only the tp_size // dp_size consecutive ranks of one dp rank (0.5.9 wheel
+# `layers/dp_attention.py` compute_dp_attention_world_info L230-244), and a multi-node deployment must be that one
+# tp group ("multi-node data parallel is not supported unless dp attention", `server_args.py` check_server_args
+# L5143-5145; tp_size x pp_size divisible by nnodes, L5131-5134). kvplan's Deployment(tp, dp) is attention tp x dp.
+NODE_GROUP = "SGLang's tp group under DP attention (its tp size: attention tp × dp)"
 
 POST_CAPTURE_FROM = (0, 5, 16)
 _V3, _OSS = "DeepseekV3ForCausalLM", "GptOssForCausalLM"
@@ -108,7 +116,8 @@ def fusion_on(model, gpu, tp_size: int, dp_attention: bool, version: str, spans:
 def warnings(model, gpu, tp_size: int, dp_attention: bool, version: str, dep=None) -> tuple[PlanWarning, ...]:
     """The unpriced terms' assumptions for a plan (module docstring): post-capture KV sizing off, where the release
     has it and the model could use it; FlashInfer's fusion workspace outside the budget, where SGLang turns it on (its
-    tp group of `tp_size` on one node or on several: kvplan.planning.deploy.node_size of `dep`)."""
+    tp group of `tp_size` on one node or on several: kvplan.planning.deploy.node_size of `dep`); under DP attention,
+    that whole tp group larger than a node (NODE_GROUP), which replaces the plan's check of the attention tp."""
     out = []
     v = parse_version(version)
     mla = has_mla(model.layers)
@@ -123,4 +132,6 @@ def warnings(model, gpu, tp_size: int, dp_attention: bool, version: str, dep=Non
             "(tp x 2,048 tokens x hidden size, four buffers a group, rounded by FlashInfer and the driver) is "
             "allocated after the pool, in the 1 - mem_fraction_static headroom, and not priced (the #tokens do "
             "not move)"))
+    if dp_attention and dep is not None:  # the tp group is every rank (node_group)
+        out += node_span_warnings(gpu, dep, ranks=tp_size, group=NODE_GROUP)
     return tuple(out)

@@ -59,7 +59,7 @@ def reconcile_trtllm(rec, model, gpu, version, kv_name, tp, weight_dtype: str | 
     out.notes.append(f"the log does not name its model; checked as {model.name} ({arg('model')})" if not rec.model else
                      f"the log's model {rec.model} checked as {model.name}")
     # the stages cut as TensorRT-LLM cuts them (Mapping.pp_layers, kvplan.engines.stage_split), not as vLLM does
-    dep = trt.TrtLlm(version).own_stages(model, logged_deployment(rec, tp, out.notes))
+    dep = trt.TrtLlm(version).own_stages(model, logged_deployment(rec, tp, out.notes, gpu))
     engine, st, req = _setup(rec, model, dep, version, kv_name, weight_dtype, out)
     kvd = req.kv_dtype
     bpt = trt.rank_bytes_per_token(model, dep, kvd)

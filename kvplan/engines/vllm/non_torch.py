@@ -59,6 +59,7 @@ from __future__ import annotations
 import dataclasses
 
 from kvplan.core.intmath import round_up
+from kvplan.engines.vllm import custom_ar
 from kvplan.model.spec import PLAIN_BYTES
 
 MIB = 2**20
@@ -144,17 +145,20 @@ def fi_allreduce_workspace(version: tuple[int, ...], tp: int, hidden: int, dtype
 
 
 def non_torch(tp: int, pp: int, version: tuple[int, ...], eager: bool = False, gpu=None,
-              dp: int = 1, model=None, max_tokens: int = 8192, v1: bool | None = None) -> int:
+              dp: int = 1, model=None, max_tokens: int = 8192, v1: bool | None = None, node: int = 8) -> int:
     """vLLM's non-torch increase on one rank (bytes); `model` (hidden size, dtype) and `max_tokens`
     (max_num_batched_tokens) size the FlashInfer workspace, which is left out without a model. `v1` False: a
-    0.8-0.10 run on the V0 fallback, whose worker measures as V0's does (kvplan.engines.vllm.v0_fallback)."""
+    0.8-0.10 run on the V0 fallback, whose worker measures as V0's does (kvplan.engines.vllm.v0_fallback). `node`: GPUs
+    per node (kvplan.planning.deploy.node_size); before 0.11.0 a tp group larger has no custom all-reduce buffers in
+    the window (kvplan.engines.vllm.custom_ar)."""
     e = "v0" if v1 is False else era(version)
+    legacy_tp = NON_TORCH_TP_LEGACY - custom_ar.unbuilt_bytes(tp, node, version)
     if e == "v0":
-        return V0_NON_TORCH_SINGLE if tp == 1 and pp == 1 else NON_TORCH_TP_LEGACY
+        return V0_NON_TORCH_SINGLE if tp == 1 and pp == 1 else legacy_tp
     graphs = graph_profile_residue(version)
     if tp > 1:
         if e == "legacy":
-            return NON_TORCH_TP_LEGACY
+            return legacy_tp
         base = NON_TORCH_TP if graphs else NON_TORCH_TP_V011
         if model is None:
             return base

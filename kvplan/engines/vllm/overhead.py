@@ -24,8 +24,9 @@ entry point (vllm.overhead calls it).
    every sampling feature on (14 B in FlashInfer's sampler), source-derived (kvplan.engines.vllm.sampler); its
    forward pass and non-torch terms keep V1's fits (the plan says so), and it profiles no encoder before 0.27.0.
 2. Non-torch increase (CUDA/NCCL allocations outside PyTorch up to the end of the profile run): a
-   constant for one GPU, larger with tensor parallelism (custom all-reduce and NCCL buffers, FlashInfer's
-   all-reduce fusion workspace from 0.17.0) and with pipeline parallelism alone, plus what the CUDA-graph
+   constant for one GPU, larger with tensor parallelism (NCCL's buffers, before 0.11.0 the custom all-reduce's where
+   built: custom_ar.py; FlashInfer's all-reduce fusion workspace from 0.17.0) and with pipeline parallelism alone,
+   plus what the CUDA-graph
    profiling of 0.18.0-0.26.x leaves behind inside the window (kvplan/engines/vllm/non_torch.py). From 0.27.0 the
    budget is the free-memory drop since start-up, which also holds V2's states and V1's input buffers
    (`runner_states`, `runner_buffers`), and the graph profiling is after the window.
@@ -62,7 +63,7 @@ from kvplan.core.caching_allocator import allocated_rounding
 from kvplan.core.intmath import round_up
 from kvplan.hardware.facts import fact_missing, vendor_of
 from kvplan.model.layers import Kind
-from kvplan.planning.deploy import stage_ranges
+from kvplan.planning.deploy import node_size, stage_ranges
 from kvplan.planning.plan import activation_estimate
 from kvplan.readers.rope import _DTYPE_BYTES, rope_table_bytes
 
@@ -235,7 +236,7 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
                                  getattr(st, "awq_forced", False))
               if st.cudagraphs else 0)
     nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp, model, st.max_num_batched_tokens,
-                   st.v1)
+                   st.v1, node_size(dep, gpu))
     return {"activation_peak": act, "non_torch": nt, "cudagraphs": graphs,
             "weights_repack": (weights_repack_extra(model, dep.tp, gpu, named, v)
                                + nvfp4_scale_padding(model, dep.tp, gpu)

@@ -104,7 +104,7 @@ def _vllm_context(rec, model, gpu, version, tp):
     length = s.get("max_model_len") or (model.max_context if model else None)
     if length is None:
         raise KvplanError(f"the log does not show max_model_len; pass {arg('model')}", EXIT_USAGE, param="model")
-    dep = logged_deployment(rec, tp, out.notes)
+    dep = logged_deployment(rec, tp, out.notes, gpu)
     total = s.get("total_gpu_memory_gib")
     if gpu is None and not isinstance(total, Num):
         out.notes.append(f"no {arg('gpu')} and no total_gpu_memory in the log: the GPU's figures are an assumed "

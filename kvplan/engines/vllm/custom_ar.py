@@ -1,0 +1,42 @@
+"""vLLM's custom all-reduce buffers in the budget's window: before 0.11.0 only, and only where vLLM builds them.
+
+`CustomAllreduce.__init__` (vllm 0.10.0 and 0.11.0 sdists, `distributed/device_communicators/custom_all_reduce.py`;
+0.10.0 L51-168, 0.11.0 L51-175) allocates per rank, once, at `init_worker_distributed_environment` (the tp group's
+`GroupCoordinator`): `meta_ptrs`, `cudaMalloc(meta_size() + max_size)` (max_size 8 MiB: `max_size=8192 * 1024`), and
+`buffer_ptrs`, `cudaMalloc(max_size)`, in whole 2 MiB pages: 10 + 8 = 18 MiB outside PyTorch's allocator, plus
+`rank_data`, a torch tensor, which the non-torch figure does not hold. It builds none where the group spans nodes
+("Custom allreduce is disabled because this process group spans across nodes": 0.10.0 L83-87, 0.11.0 L84-88, the
+first check, on `in_the_same_node_as`, which a multi-node NVLink rack's trays, being hosts, do not pass in these
+releases; later ones try a cross-node group on MNNVL, vllm#50000 and #53253, outside this rule) or where
+the group's size is not 2, 4, 6 or 8 (`_SUPPORTED_WORLD_SIZES`, L51; 0.10.0 L97-102, 0.11.0 L98-103).
+
+Whether the budget sees them is the snapshot's order. Before 0.11.0 the worker takes its start-up snapshot before the
+distributed set-up (0.10.0 `v1/worker/gpu_worker.py` `init_device`: `MemorySnapshot()` L163, then
+`init_worker_distributed_environment` L181; V0's `worker/worker.py` L189 then L194), so the buffers are in the
+non-torch increase (`utils/__init__.py` memory_profiling L2713, measured from that snapshot), and the legacy constant,
+fitted on single-node tp 2 / 4 / 8 logs, holds them. From 0.11.0 the distributed set-up runs first ("Initialize the
+distributed environment BEFORE taking memory snapshot", 0.11.0 `gpu_worker.py` L165-182, vllm#25359; 0.17.0 L261-284
+the same): the buffers, on one node or none, are outside the window and out of the KV budget, so the node rule moves
+nothing there.
+"""
+
+from __future__ import annotations
+
+from kvplan.core.intmath import round_up
+
+MIB = 2**20
+MAX_SIZE = 8 * MIB  # CustomAllreduce's max_size=8192 * 1024
+META_SIZE = 4096  # meta_size(): sizeof(Signal), a few KiB; any value under 2 MiB gives the same pages
+PAGE = 2 * MIB  # cudaMalloc's granularity
+SUPPORTED = (2, 4, 6, 8)  # _SUPPORTED_WORLD_SIZES
+BUFFERS = round_up(META_SIZE + MAX_SIZE, PAGE) + round_up(MAX_SIZE, PAGE)  # 18 MiB: meta_ptrs + buffer_ptrs
+IN_WINDOW_BEFORE = (0, 11, 0)  # the start-up snapshot moved after the distributed set-up (vllm#25359)
+
+
+def unbuilt_bytes(tp: int, node: int, version: tuple[int, ...]) -> int:
+    """The custom all-reduce buffers a legacy constant holds (fitted where vLLM built them) that a tp group of `tp`
+    ranks over nodes of `node` GPUs does not have: BUFFERS where they fall in the window (before 0.11.0) and vLLM
+    builds none (the group spans nodes, or its size is not a supported one), else 0."""
+    if tp <= 1 or version >= IN_WINDOW_BEFORE:
+        return 0
+    return BUFFERS if tp > node or tp not in SUPPORTED else 0

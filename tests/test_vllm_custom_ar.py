@@ -1,0 +1,51 @@
+"""vLLM's custom all-reduce buffers and the node rule (kvplan.engines.vllm.custom_ar): in the non-torch figure before
+0.11.0 only, and not built for a tp group that spans nodes.
+
+Source (vllm sdists): `distributed/device_communicators/custom_all_reduce.py` 0.10.0 L83-87 / 0.11.0 L84-88 ("Custom
+allreduce is disabled because this process group spans across nodes"), L51 `_SUPPORTED_WORLD_SIZES = [2, 4, 6, 8]`,
+`meta_ptrs` cudaMalloc(meta_size() + 8 MiB) and `buffer_ptrs` cudaMalloc(8 MiB); `v1/worker/gpu_worker.py` 0.10.0
+snapshot L163 before the distributed set-up L181, 0.11.0 the set-up L169 before the snapshot L182 (vllm#25359).
+"""
+
+from __future__ import annotations
+
+from kvplan import api
+from kvplan.engines.vllm import custom_ar
+from kvplan.engines.vllm.non_torch import NON_TORCH_TP_LEGACY, NON_TORCH_TP_V011, non_torch
+
+MIB = 2**20
+
+
+def test_the_buffers_by_hand():
+    # meta: 4 KiB + 8 MiB in 2 MiB pages = 10 MiB; buffer: 8 MiB; 18 MiB = 18,874,368 B
+    assert custom_ar.BUFFERS == 18_874_368
+
+
+def test_a_two_node_tp16_plan_at_0_10_has_no_buffers_in_the_window():
+    # 0.10.0, tp 16 over two nodes of 8: the legacy constant (143 MiB, fitted on one-node groups that built the
+    # instance) less the 18 MiB never built: 125 MiB = 131,072,000 B
+    assert NON_TORCH_TP_LEGACY == 143 * MIB
+    assert non_torch(16, 1, (0, 10, 0), node=8) == 131_072_000
+    assert non_torch(8, 1, (0, 10, 0), node=8) == 143 * MIB  # one node, a supported size: built, as fitted
+    # GB200 trays of 4: tp 8 spans two hosts, which in_the_same_node_as does not pass, NVLink or not
+    assert non_torch(8, 1, (0, 10, 0), node=4) == 131_072_000
+    assert non_torch(16, 1, (0, 10, 0), node=8, v1=False) == 131_072_000  # V0's worker: snapshot first too
+
+
+def test_from_0_11_the_buffers_are_outside_the_window_on_any_node():
+    # the distributed set-up precedes the snapshot: tp 16 over two nodes books the same 563 MiB as tp 8 on one
+    assert non_torch(16, 1, (0, 11, 0), node=8) == non_torch(8, 1, (0, 11, 0), node=8) == NON_TORCH_TP_V011
+
+
+def test_the_plan_books_18_mib_less_across_nodes_at_0_10():
+    def overhead(**node):
+        return api.plan("llama-3.1-405b", "h100-80", tp=8, context="8k", engine="vllm", engine_version="0.10.0",
+                        **node).overhead_bytes_per_gpu
+
+    # tp 8 over two nodes of 4 (--gpus-per-node 4) builds no instance: 18,874,368 B less than on one node of 8
+    assert overhead() - overhead(gpus_per_node=4) == 18_874_368
+    # tp 16 builds none on any node (16 is not a supported size): the node size moves nothing
+    assert (api.plan("llama-3.1-405b", "h100-80", tp=16, context="8k", engine="vllm", engine_version="0.10.0",
+                     gpus_per_node=16).overhead_bytes_per_gpu
+            == api.plan("llama-3.1-405b", "h100-80", tp=16, context="8k", engine="vllm",
+                        engine_version="0.10.0").overhead_bytes_per_gpu)

@@ -124,6 +124,15 @@ def test_a_burst_of_drawn_lengths_frees_its_slots_at_the_first_wave_shortest_out
     assert mixed["ttft"][:3] == pytest.approx((2 / 3, 1 + 22 / 3, 1.0))
 
 
+def test_a_drawn_burst_refill_prefill_is_a_request_time_share_of_the_unrounded_batch():
+    # The burst above at a running cap of 3.2 (a KV-bound cap need not be whole): the wave is round(3.2) = 3 requests,
+    # but a refill's prefill before request 5's slot is T's share of t_wave, (1 + recompute) / B = 1 / 3.2, not
+    # 1 / 3: t_wave (1 + (2 - 1) / 3.2) = 1.3125 t_wave; the order statistic still of the wave's 3 draws, 2 / 4 x 22 - 1
+    # = 10 steps, plus its own (0, 1, 1): (1.3125, 11, 1)
+    _, med = _both(_drawn_burst(9, cap=3.2), ("ttft",))
+    assert med["ttft"][:3] == pytest.approx((1.3125, 11.0, 1.0))
+
+
 def test_a_drawn_burst_median_past_the_first_wave_ends_or_a_dataset_spread_keeps_the_refill():
     # 21 requests: the median, request 11, takes the 8th slot freed, past the wave's 3 ends (a refilled request's end,
     # not derived): (0, 1, 1) + 8 T = (8/3, 1 + 88/3, 1)

@@ -57,27 +57,29 @@ def test_closed_loop_over_the_cap_queues():
 
 
 def test_burst_waits_one_request_time_per_finished_request():
-    # 10 prompts at once, cap 4: B = 4 start; request j > 4 starts when one finishes, one every T:
-    # mean wait (10 - 4)^2 / (2 x 10) = 1.8 T = 6.345 s; 4 of 10 are the first wave
+    # 10 prompts at once, cap 4: B = 4 start; request j > 4 starts when one finishes, one every T = (4 + 101 x 0.1) / 4
+    # = 3.525 s: requests 5..10 wait 1, 2, ..., 6 T, a mean over the 10 of (1 + ... + 6) / 10 = 21 / 10 = 2.1 T
+    # = 7.4025 s (the exact (N - B)(N - B + 1) / 2N = 6 x 7 / 20; the continuous (N - B)^2 / 2N would say 1.8 T);
+    # 4 of 10 are the first wave
     # the wave's 4 x 1,000 prompt tokens are K = 1 step, whose end returns all four first tokens (4 s):
-    # TTFT = 0.4 x 4 + 0.6 x 2.1 + 6.345 = 9.205 s; E2E = 6.345 + 0.4 x a wave request's E2E + 0.6 x 4 x T:
+    # TTFT = 0.4 x 4 + 0.6 x 2.1 + 7.4025 = 10.2625 s; E2E = 7.4025 + 0.4 x a wave request's E2E + 0.6 x 4 x T:
     # its requests decode their L = 100 later tokens after the step (m = (K - 1) / 2 = 0 in the wave),
-    # 4 + 100 x 0.1 = 14 s; 6.345 + 5.6 + 0.6 x 14.1 = 20.405 s
+    # 4 + 100 x 0.1 = 14 s; 7.4025 + 5.6 + 0.6 x 14.1 = 21.4625 s
     # (lengths drawn, not fixed: no refill delay)
     b, _, m = _metrics(Load(1000, 101, rate=math.inf, num_prompts=10, cap=4))
     assert b == 4
-    assert math.isclose(m["ttft"], 9.205)
-    assert math.isclose(m["e2el"], 20.405)
+    assert math.isclose(m["ttft"], 10.2625)
+    assert math.isclose(m["e2el"], 21.4625)
 
 
 def test_a_burst_of_equal_lengths_refills_as_its_wave_finishes():
     # The burst above with every request 1,000 + 101 tokens: the wave's first request finishes at F1 = its one
     # prefill step (t_wave = 4 s) + 100 decode steps = 14 s; the 6 later requests take turns r = 1, 2, 3, 4, 1, 2
     # of the 4 slots, mean r / B = 13 / 24, so each waits F1 x (1 - 13 / 24) = 6.4167 s more, 0.6 x that over all
-    # 10 = 3.85 s: TTFT 9.205 + 3.85 = 13.055 s, E2E 20.405 + 3.85 = 24.255 s
+    # 10 = 3.85 s: TTFT 10.2625 + 3.85 = 14.1125 s, E2E 21.4625 + 3.85 = 25.3125 s
     _, _, m = _metrics(Load(1000, 101, rate=math.inf, num_prompts=10, cap=4, fixed=True))
-    assert math.isclose(m["ttft"], 13.055)
-    assert math.isclose(m["e2el"], 24.255)
+    assert math.isclose(m["ttft"], 14.1125)
+    assert math.isclose(m["e2el"], 25.3125)
 
 
 def test_open_loop_requests_arrive_one_by_one():

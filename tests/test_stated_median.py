@@ -32,14 +32,13 @@ def test_a_burst_in_three_waves_the_mean_and_the_median_ttft_by_hand():
     # wave's steps (t_wave / 3 each), then 8 decode steps: F1 = (1, 8, 0).
     # Median of 9: request 5, the second later one: (0, 1, 1) + 2 T + F1 (1 - 2 / 3)
     #   = (0, 1, 1) + (2/3, 22/3, 0) + (1/3, 8/3, 0) = (1, 11, 1).
-    # Mean (load.py's burst, its continuous wait (N - B)^2 / 2N = 2 T, not the schedule's exact mean
-    # (N - B)(N - B + 1) / 2N = 7/3 T: the mean is load.py's approximation, the median the schedule's own; B / N = 1/3
-    # of the wave's (B + 1) / 2B = 2/3 t_wave; 2/3 of (0, 1, 1); the refill (N - B) / N x F1 x (1 - mean r / B) =
-    # 2/3 x 1/3 F1, mean r = 2):
-    #   a = 2/3 + 2/9 + 2/9 = 10/9, b = 22/3 + 2/3 + 16/9 = 88/9, e = 2/3.
+    # Mean (load.py's burst: requests 4..9 wait 1..6 T, (1 + ... + 6) / 9 = 7/3 T = (7/9, 77/9, 0), the schedule's
+    # exact (N - B)(N - B + 1) / 2N, as the median's; B / N = 1/3 of the wave's (B + 1) / 2B = 2/3 t_wave; 2/3 of
+    # (0, 1, 1); the refill (N - B) / N x F1 x (1 - mean r / B) = 2/3 x 1/3 F1, mean r = 2):
+    #   a = 7/9 + 2/9 + 2/9 = 11/9, b = 77/9 + 2/3 + 16/9 = 11, e = 2/3.
     load = Load(isl=2048, osl=11, num_prompts=9, rate=float("inf"), cap=3, chunk=2048, fixed=True, served=False)
     cm, med = _both(load)
-    assert cm["ttft"][:3] == pytest.approx((10 / 9, 88 / 9, 2 / 3))
+    assert cm["ttft"][:3] == pytest.approx((11 / 9, 11.0, 2 / 3))
     assert med["ttft"][:3] == pytest.approx((1.0, 11.0, 1.0))
     # E2E of request 5: its 2 T wait, its own B x T = (1, 11, 0) from its slot, F1 / 3 (no waits before its prefill)
     assert med["e2el"][:3] == pytest.approx((2 / 3 + 1 + 1 / 3, 22 / 3 + 11 + 8 / 3, 0.0))
@@ -123,6 +122,15 @@ def test_a_burst_of_drawn_lengths_frees_its_slots_at_the_first_wave_shortest_out
     # T = (t_wave + 11 t_dec) / 3
     _, mixed = _both(_drawn_burst(9, waves=False), ("ttft",))
     assert mixed["ttft"][:3] == pytest.approx((2 / 3, 1 + 22 / 3, 1.0))
+
+
+def test_a_drawn_burst_refill_prefill_is_a_request_time_share_of_the_unrounded_batch():
+    # The burst above at a running cap of 3.2 (a KV-bound cap need not be whole): the wave is round(3.2) = 3 requests,
+    # but a refill's prefill before request 5's slot is T's share of t_wave, (1 + recompute) / B = 1 / 3.2, not
+    # 1 / 3: t_wave (1 + (2 - 1) / 3.2) = 1.3125 t_wave; the order statistic still of the wave's 3 draws, 2 / 4 x 22 - 1
+    # = 10 steps, plus its own (0, 1, 1): (1.3125, 11, 1)
+    _, med = _both(_drawn_burst(9, cap=3.2), ("ttft",))
+    assert med["ttft"][:3] == pytest.approx((1.3125, 11.0, 1.0))
 
 
 def test_a_drawn_burst_median_past_the_first_wave_ends_or_a_dataset_spread_keeps_the_refill():

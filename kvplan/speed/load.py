@@ -30,10 +30,10 @@ seconds:
                            lengths drawn per request (`drawn`: a random range, SGLang's bench_serving
                            default among them, or a dataset's own) keep no such offset: its requests
                            finish, and are replaced, one at a time (G = 1)
-  all at once (N <= c)     B start at once (the first wave), each later request when one finishes,
-                           one every T: a mean wait of (N - B)^2 / 2N x T; TTFT = that wait + B / N of
-                           the wave's TTFT + (1 - B / N) of a group's; E2E = that wait + B / N of a
-                           wave request's E2E + (1 - B / N) of B x T
+  all at once (N <= c)     B start at once (the first wave), the j-th (j > B) when a slot frees, one every T (Little's
+                           law: B running, B x T each), after (j - B) T: a mean (N - B)(N - B + 1) / 2N x T; TTFT =
+                           that wait + B / N of the wave's TTFT + (1 - B / N) of a group's; E2E = that wait + B / N
+                           of a wave request's E2E + (1 - B / N) of B x T
   the wave's decode        the wave's prefill runs K = ceil(B x isl / chunk) steps; a request whose
                            prompt ends in step j decodes its next tokens in the wave's later steps
                            (vLLM's step budget takes running requests' decode tokens first), m_j =
@@ -287,7 +287,7 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
     first = first_wave(load, b, pace)  # a wave request's first token: the end of the step its prompt ends in
     staggered, before, turn = request = later_request(load, b, g, burst, first)
     if burst:  # n requests at once: B start, each later one when a slot frees, one every T
-        wait = (c - b) ** 2 / (2 * c)  # the mean over n of max(0, j - B) x T, continuous: (n-B)(n-B+1)/2n exactly
+        wait = (c - b) * (c - b + 1) / (2 * c)  # the mean over the n of max(0, j - B) x T, exact
         share = b / c
         wave = tuple(f + d for f, d in zip(first, wave_decode(b, load.isl, osl, load.chunk)))  # a wave request's E2E
         # every request the same lengths: the wave's slots free as its requests finish, not from the start

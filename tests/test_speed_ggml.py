@@ -18,13 +18,16 @@ with no fp16 copy of its own.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+from kvplan.bench.running import running
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.coverage import unrated as unrated_note
-from kvplan.speed.fit import prefill_unrated
+from kvplan.speed.corpus import read_corpus
+from kvplan.speed.fit import build_all, prefill_unrated
 from kvplan.speed.load import Load
 from kvplan.speed.model import StepModel, coefficients, priced, step_seconds
 from kvplan.speed.shape import shape_for
@@ -167,3 +170,57 @@ def test_cdna3_quantized_prefill_is_priced_at_its_int8_rate():
     # llama.cpp Q4_K_M prefill there is priced, not left at zero with a note
     for key in ("mi300x", "mi325x"):
         assert unrated_note("llama.cpp", find_gpu(key), "q4_k_m") == []
+
+
+# CDNA before llama.cpp#14624 by build (kvplan.speed.ggml's docstring): dp4a MMQ at every batch (`cc < CC_RDNA3 ||
+# ne11 < 64`, ggml-org/ggml@939a16f8 src/ggml-cuda/mmq.cu:153, b3891's build) until llama.cpp#11244 (2025-01-27) made
+# #10498's gfx908 exclusion match and #11601 (2025-02-02) sent every CDNA part to rocBLAS from 64 tokens. MI300X
+# datasheet: bf16 = fp16 = 1307.4 T, int8 2614.9 T; measured bf16 668.4 T (MAMF), a share of 668.4 / 1307.4.
+MI300X, MI100 = find_gpu("mi300x"), find_gpu("mi100")
+
+
+def test_mi300x_at_b3891_runs_dp4a_mmq_at_every_batch_and_its_prefill_is_unpriced():
+    s = shape_for(SPEC, MI300X, weight_dtype="q4_0", engine="llama.cpp", date="2024-10-09")
+    assert s.rate_missing == "dp4a"
+    assert path_at(s, 512) == (0.0, 0)  # no rocBLAS copy: the same dp4a kernel, at a rate no profile gives
+    assert path_at(s, 63) == (668.4e12, 0)  # below 64 priced as the vector kernels (the bf16 rate, measured)
+    assert prefill_unrated(s, Load(512, 0, bench="pp", ubatch=512))  # the corpus skips pp512 with the reason
+    assert not prefill_unrated(s, Load(0, 128, bench="tg"))  # tg128 runs MMVQ, priced as before
+
+
+def test_cdna1_leaves_dp4a_at_11244_and_every_cdna_part_at_11601():
+    copy = 4 * FLOPS // 2  # the rocBLAS path's fp16 copy, 2 bytes written and 2 read a weight but the head's
+    for date, mi100_blas, mi300x_blas in (("2024-12-15", False, False), ("2025-01-30", True, False),
+                                          ("2025-03-15", True, True)):
+        mi100 = shape_for(SPEC, MI100, weight_dtype="q4_0", engine="llama.cpp", date=date)
+        mi300x = shape_for(SPEC, MI300X, weight_dtype="q4_0", engine="llama.cpp", date=date)
+        assert (path_at(mi100, 64)[1] == copy, mi100.rate_missing == "") == (mi100_blas, mi100_blas), date
+        assert (path_at(mi300x, 64)[1] == copy, mi300x.rate_missing == "") == (mi300x_blas, mi300x_blas), date
+
+
+def test_one_mi300x_pp512_steps_matmul_time_by_build():
+    # 2025-03-15 (after #11601, before #14624): dequantize + rocBLAS at the fp16 rate, the datasheet's 1307.4 T at the
+    # measured bf16 share = 668.4 T: (13,959,176,192 x 512 + 1,050,673,152) = 7,148,148,883,456 FLOPs / 668.4e12 =
+    # 10.694 ms, and the fp16 copy 27,918,352,384 bytes beside the weights
+    s = shape_for(SPEC, MI300X, weight_dtype="q4_0", engine="llama.cpp", date="2025-03-15")
+    assert _pp512(s)[GEMM] == pytest.approx(7_148_148_883_456 / 668.4e12) == pytest.approx(10.694e-3, rel=1e-4)
+    assert _pp512(s)[WEIGHTS] == pytest.approx((s.dense_bytes + 27_918_352_384) / s.bandwidth)
+    # since #14624 (CDNA3: MFMA int8 MMQ at every batch): 2614.9 T x 668.4 / 1307.4 = 1336.85 T, so 5.347 ms, no copy
+    now = shape_for(SPEC, MI300X, weight_dtype="q4_0", engine="llama.cpp")
+    int8 = 2614.9e12 * 668.4 / 1307.4
+    assert _pp512(now)[GEMM] == pytest.approx(7_148_148_883_456 / int8) == pytest.approx(5.347e-3, rel=1e-3)
+
+
+def test_rdna3_before_the_dp4a_bound_ran_rocblas_past_the_vector_kernel():
+    # before 2024-06-26 the HIP branch withheld MMQ from RDNA3 (ggml-org/ggml@a59a24f9 src/ggml-cuda.cu:1917)
+    s = shape_for(SPEC, XTX, weight_dtype="q4_0", engine="llama.cpp", date="2024-01-28")
+    assert path_at(s, 8)[1] == 0 and path_at(s, 9) == (122.88e12, 4 * FLOPS // 2)
+    assert path_at(shape_for(SPEC, XTX, weight_dtype="q4_0", engine="llama.cpp", date="2024-08-05"), 9)[1] == 0
+
+
+def test_the_corpus_skips_the_mi300x_b3891_prefill_points_with_the_reason():
+    # llm-tracker's MI300X page (b3891, 2024-10-09): pp512 without and with -fa 1 skipped, tg128 both priced
+    cases, _ = read_corpus(Path(__file__).parent / "fixtures" / "speed")
+    built, skipped = build_all([c for c in cases if c.source == "llm-tracker-mi300x-llamacpp"], running)
+    assert skipped == {"GPU profile has no dp4a rate (llama.cpp's GEMM path)": 2}
+    assert sorted(b.case.load.bench for b in built) == ["tg", "tg"]

@@ -18,7 +18,7 @@ ggml-org/ggml, which syncs that directory of ggml-org/llama.cpp):
   src/ggml-cuda/mmq.cu:335-357) Q2_K, Q6_K, IQ2_XS and IQ2_S only at ne11 <= 128, and on RDNA3.5 (gfx115x) since
   #18666 (2026-01-10) Q6_K at ne11 <= 256 and IQ2_XS / IQ2_S always (ggml-org/ggml@d99724f2 mmq.cu:347-368).
   A model of 64 experts or more takes MMQ whatever the type (line 352); kvplan does not split that case out.
-* MMQ or MMVQ on dp4a (no int8 MMA: Volta, CDNA before #14624, RDNA3 before #17576: ggml-org/ggml@b3166ace
+* MMQ or MMVQ on dp4a (no int8 MMA: Volta, CDNA from #11601 to #14624, RDNA3 before #17576: ggml-org/ggml@b3166ace
   src/ggml-cuda/mmq.cu:315 and, from 2024-06-26, ggml-org/ggml@5378ea0d mmq.cu:117 `cc < CC_RDNA3 || ne11 < 64`) below
   a batch of 64 (`MMQ_DP4A_MAX_BATCH_SIZE`,
   src/ggml-cuda/mmq.cuh:8; before #7676 `MMQ_MAX_BATCH_SIZE` 32, ggml-org/ggml@4c3ba529 src/ggml-cuda.cu:1925 and
@@ -31,6 +31,26 @@ ggml-org/ggml, which syncs that directory of ggml-org/llama.cpp):
   ggml-org/ggml@d99724f2 src/ggml-cuda/ggml-cuda.cu:1397): the GEMM at the fp16 rate (on GeForce the
   profile's fp16 is the FP16-accumulate rate cuBLAS runs at), plus 2 bytes written and 2 read per weight
   each micro-batch. fp16 weights run cuBLAS directly, bf16 weights at the bf16 rate.
+* AMD before the int8 matrix paths, by build. ggml sent every AMD part below RDNA3 to MMQ at every batch (`return cc <
+  CC_RDNA3 || ne11 < MMQ_DP4A_MAX_BATCH_SIZE`, ggml-org/ggml@939a16f8 src/ggml-cuda/mmq.cu:153, the build b3891 ran;
+  before 2024-06-26, MMQ_BOUND_SINCE, the HIP branch of `ggml_cuda_mul_mat` withheld MMQ from RDNA3 alone,
+  `use_mul_mat_q && min_compute_capability < CC_RDNA3`, ggml-org/ggml@a59a24f9 src/ggml-cuda.cu:1917, so RDNA3 ran
+  rocBLAS from 9 tokens), its dot products by `ggml_cuda_dp4a`, `__builtin_amdgcn_sdot4` on AMD (939a16f8
+  src/ggml-cuda/common.cuh:281). llama.cpp#10498 (2024-11-27, ggml-org/ggml@ae386e3e mmq.cu:151, `cc != CC_CDNA`)
+  meant to send gfx908 (CDNA1) to rocBLAS from 64 tokens, but an AMD cc was then 100 x major + 10 x minor, 900 for
+  gfx908, so it matched nothing until llama.cpp#11244 (2025-01-27, ggml-org/ggml@53c2ce7a ggml-cuda.cu
+  `ggml_cuda_parse_id`: "The value provided by minor doesn't include stepping for AMD") read gfx908 as 0x908;
+  llama.cpp#11601 (2025-02-02, ggml-org/ggml@d500f8d9 mmq.cu:151, `GGML_CUDA_CC_IS_CDNA`) sent every CDNA part
+  (gfx90a, gfx942) there too. Its rocBLAS GEMM takes F16 operands (F32 output on CDNA, `prefer_f32_output`,
+  ggml-org/ggml@d99724f2 src/ggml-cuda/ggml-cuda.cu:1512), priced at the profile's fp16 rate, CDNA's datasheet
+  rating FP16 MFMA with its one (FP32) accumulator. A build running dp4a MMQ at 64 tokens and past needs a vector
+  int8 (dp4a) rate: no datasheet states one (the MI300X's gives matrix INT8 only) and v_dot4_i32_i8's issue rate per
+  CU is on none either, so none is derived and no profile carries one: that path is unpriced (`missing` "dp4a"; a
+  llama-bench prefill of such a build is skipped with that reason); below 64 tokens it is priced as the vector
+  kernels above. A build with
+  GGML_HIP_NO_MMQ_MFMA keeps CDNA off MFMA after #14624 (`amd_mfma_available` false, ggml-org/ggml@d99724f2
+  src/ggml-cuda/common.cuh:332-338: dp4a MMQ below 64, rocBLAS from 64, mmq.cu:383); kvplan cannot see build flags
+  and prices the default build.
 
 Attention (`attention_rate`): on NVIDIA, llama.cpp's FlashAttention kernel for Turing and newer (fattn-mma-f16, since
 llama.cpp#11583, ggml-org/ggml@0f36dae8, 2025-02-03) multiplies K.Q into float tiles and V.softmax into half2 tiles,
@@ -108,6 +128,10 @@ MMVQ_MAX = 8  # mmvq.cuh MMVQ_MAX_BATCH_SIZE: a step of <= 8 tokens runs the vec
 DP4A_BELOW = 64  # mmq.cuh MMQ_DP4A_MAX_BATCH_SIZE (since 2024-06); before: MMQ_MAX_BATCH_SIZE 32 (<= 32)
 NVIDIA_MMA_SINCE = "2024-06-10"  # llama.cpp#7676 merged: int8 MMA MMQ on Turing+
 CDNA_MMA_SINCE = "2025-07-26"  # llama.cpp#14624 merged: MFMA MMQ on CDNA
+CDNA1_BLAS_SINCE = "2025-01-27"  # llama.cpp#11244: gfx908's cc read whole, so #10498's rocBLAS-from-64 matches it
+CDNA_BLAS_SINCE = "2025-02-02"  # llama.cpp#11601: every CDNA part to rocBLAS from 64 tokens (GGML_CUDA_CC_IS_CDNA)
+MMQ_BOUND_SINCE = "2024-06-26"  # ggml_cuda_should_use_mmq's dp4a bound (ggml@5378ea0d); before it RDNA3 ran no MMQ
+DP4A = "dp4a"  # the rate a dp4a MMQ path at 64 tokens and past needs: no datasheet, so no profile, states one
 RDNA3_MMA_SINCE = "2025-12-05"  # llama.cpp#17576 merged: WMMA int8 MMQ on RDNA3
 RDNA3_TUNED_SINCE = "2026-01-06"  # llama.cpp#18537 merged: Q2_K / Q6_K / IQ2_XS / IQ2_S to rocBLAS past 128 on RDNA3
 RDNA3_5_SINCE = "2026-01-10"  # llama.cpp#18666 merged: RDNA3.5's own bounds for Q6_K and the IQ2 types
@@ -137,6 +161,12 @@ def _since(date: str | None, day: str) -> bool:
     return not date or str(date)[:10] >= day  # no date: the current build
 
 
+def _cdna_dp4a_only(arch: str, date: str | None) -> bool:
+    """Whether a CDNA build before CDNA_MMA_SINCE ran dp4a MMQ at every batch (module docstring): every CDNA part
+    before CDNA1_BLAS_SINCE, CDNA2 and newer (not gfx908, "cdna") until CDNA_BLAS_SINCE."""
+    return not _since(date, CDNA1_BLAS_SINCE) or (arch != "cdna" and not _since(date, CDNA_BLAS_SINCE))
+
+
 def _cdna_mmq(arch: str, wd: str, n: int) -> bool:
     if arch == "cdna3":
         return True
@@ -162,8 +192,9 @@ def _rdna3_mmq_last(cc, wd: str, date: str | None) -> int | None:
 def _rdna3(cc, wd: str, date: str | None, vector: GemmPath, fp16: float, rate_of, dequant: GemmPath):
     """(paths, missing) on RDNA3 (WMMA, gfx11): dp4a MMQ below 64 then dequantize + rocBLAS before #17576; WMMA int8
     MMQ past the vector kernels since, to rocBLAS past a type's bound (_rdna3_mmq_last)."""
-    if not _since(date, RDNA3_MMA_SINCE):
-        return (vector, dequant._replace(first=DP4A_BELOW)), "" if fp16 else "fp16"
+    if not _since(date, RDNA3_MMA_SINCE):  # before MMQ_BOUND_SINCE no MMQ on RDNA3: rocBLAS past the vector kernel
+        first = DP4A_BELOW if _since(date, MMQ_BOUND_SINCE) else MMVQ_MAX + 1
+        return (vector, dequant._replace(first=first)), "" if fp16 else "fp16"
     int8 = rate_of("int8")
     by_mean = bool(cc) and cc < (11, 5) and _since(date, RDNA3_MEAN_SINCE)
     out = [vector, GemmPath(MMVQ_MAX + 1, int8, 0, _tiles(AMD_TILES, date, by_mean))]
@@ -224,6 +255,8 @@ def paths(gpu, weight_dtype: str | None, dense_params: float, rate_of, date: str
             if last:  # CDNA1/2 past MMQ's batch bound for this type: dequantize + rocBLAS
                 out.append(dequant._replace(first=last))
             return tuple(out), "" if int8 and fp16 else "int8" if fp16 else "fp16"
+        if _cdna_dp4a_only(arch, date):  # dp4a MMQ at every batch: no profile rates dp4a, so past 64 unpriced
+            return (vector, GemmPath(DP4A_BELOW, 0.0, 0, ())), DP4A
         return (vector, dequant._replace(first=DP4A_BELOW)), "" if fp16 else "fp16"
     if vendor == "AMD" and arch == "rdna3":
         return _rdna3(cc, wd, date, vector, fp16, rate_of, dequant)

@@ -16,6 +16,7 @@ only when one of its names is first used (kvplan/__init__.py), so the CLI never 
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,7 @@ from kvplan.hardware.prices import load_prices
 from kvplan.model.spec import ModelSpec
 from kvplan.engines.context import limited
 from kvplan.engines.scheduler import with_limits
-from kvplan.planning.deploy import Deployment, candidate_deployments, deployment_for_gpus
+from kvplan.planning.deploy import Deployment, count_splits, deployment_for_gpus, node_size
 from kvplan.planning.layout import SEARCH, layout_from_flags
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Plan
 from kvplan.planning.request import MAX_BATCH, read_request
@@ -215,14 +216,12 @@ def cheapest(model: Union[str, ModelSpec], *, concurrency: int, context: int | s
     spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
                         token=token, timeout=timeout)
     spec, _, default = limited(chosen, spec, max_model_len, allow_long_context)
-    deps = (candidate_deployments(spec, max_gpus) if not counts else
-            [d for d in (deployment_for_gpus(spec, c) for c in counts) if d is not None])
-    if not deps:
+    if counts and not count_splits(spec, counts, max_gpus):
         raise KvplanError(f"{spec.name}: no tp x pp split of {', '.join(map(str, counts))} GPUs is valid "
                           f"({spec.num_attention_heads} attention heads, {spec.num_layers} layers)", EXIT_USAGE,
                           param="gpu_counts", value=counts)
     req = read_request(spec, context=context or default, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
-    return rank(spec, gpu_list, req.context, concurrency, deployments=deps,
+    return rank(spec, gpu_list, req.context, concurrency, deployments=partial(count_splits, spec, counts, max_gpus),
                 min_tokens_per_second=min_tokens_per_second, prices=book,
                 kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), kv_auto=req.kv_auto, weight_dtype=req.weight_dtype,
                 gpu_memory_utilization=gmu, block_size=block_size, engine=chosen, max_replicas=replicas,
@@ -283,7 +282,7 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
     req = read_request(spec, context=default, kv_dtype=kv_dtype, weight_dtype=weight_dtype, block_size=block_size,
                        gpu_memory_utilization=gpu_memory_utilization, overhead=overhead,
                        kv_cache_memory=kv_cache_memory, lora=lora)
-    dep = _sim_deployment(spec, gpus, tp, pp, chosen)
+    dep = _sim_deployment(spec, gpus, tp, pp, chosen, hw)
     res = chosen.result(spec, hw, dep, req)  # the pool as the engine sizes it; its admission rule below
     p = res.plan if prefix_caching else dataclasses.replace(  # no cached prefix: an MLA prefill's form reads it (CLI's)
         res.plan, request=dataclasses.replace(res.plan.request, prefix_cache=False))
@@ -305,12 +304,12 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
     return Simulation(p, summary, series, op, held, fe.meta(requests) if fe else None)
 
 
-def _sim_deployment(spec, gpus, tp, pp, chosen) -> Deployment:
+def _sim_deployment(spec, gpus, tp, pp, chosen, hw=None) -> Deployment:
     """simulate's layout: tp and pp as given, or `gpus` alone split as simulate's CLI splits them (widest tp within
-    a node, then pp), as the engine `chosen` deploys it."""
+    the GPU `hw`'s node, then pp), as the engine `chosen` deploys it."""
     dep = layout_from_flags(spec, gpus, tp, pp)
     if dep == SEARCH:
-        dep = deployment_for_gpus(spec, gpus)
+        dep = deployment_for_gpus(spec, gpus, node_size(None, hw))
         if dep is None:
             raise KvplanError(f"{spec.name}: no tensor × pipeline split of {gpus} GPUs is valid (tp must divide "
                               f"the {spec.num_attention_heads} attention heads)", EXIT_USAGE, param="gpus", value=gpus)

@@ -3,6 +3,7 @@
 Thin: check every input, call the pure kvplan.compare.cheapest, print the ranking (or --json).
 """
 
+from functools import partial
 from typing import Annotated, Optional
 
 import typer
@@ -28,7 +29,7 @@ from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 from kvplan.core.units import human_tokens, parse_tokens, plural
 from kvplan.hardware.prices import load_prices
 from kvplan.planning.lora import parse_lora
-from kvplan.planning.deploy import candidate_deployments, deployment_for_gpus
+from kvplan.planning.deploy import count_splits
 from kvplan.planning.layout import layout_text
 from kvplan.planning.plan import limit_name
 from kvplan.report.export import candidate_row
@@ -323,11 +324,9 @@ def _money(v) -> str:
 
 
 def _deployments(spec, counts, max_gpus):
-    """--gpu-counts as kvplan.planning.deploy's one rule splits each for this model, else the search's candidates."""
-    if not counts:
-        return candidate_deployments(spec, max_gpus)
-    deps = [d for d in (deployment_for_gpus(spec, c) for c in counts) if d is not None]
-    if not deps:
+    """--gpu-counts as kvplan.planning.deploy's one rule splits each for this model, else the search's candidates:
+    a function of each GPU's node size (kvplan.compare.cheapest), checked first on nodes of 8."""
+    if counts and not count_splits(spec, counts, max_gpus):
         raise KvplanError(f"{spec.name}: no tp x pp split of {', '.join(map(str, counts))} GPUs is valid "
                           f"({spec.num_attention_heads} attention heads, {spec.num_layers} layers)", EXIT_USAGE)
-    return deps
+    return partial(count_splits, spec, counts, max_gpus)

@@ -17,7 +17,7 @@ from kvplan.cli.offload import OffloadFlags
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 from kvplan.core.units import parse_tokens
 from kvplan.hardware.gpus import find_gpu
-from kvplan.planning.deploy import Deployment, deployment_for_gpus
+from kvplan.planning.deploy import Deployment, deployment_for_gpus, node_size
 from kvplan.planning.layout import SEARCH, layout_from_flags
 from kvplan.planning.request import read_request
 from kvplan.engines.served_dtype import loaded_as_model_dtype
@@ -37,13 +37,13 @@ def _request(ctx_tokens: Optional[int], batch: int, kv_dtype: str, weight_dtype,
                         kv_cache_memory=kv_cache_memory, lora=lora, default_context=default_context)
 
 
-def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int]):
+def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int], hw=None):
     """The deployment --gpus/--tp/--pp ask for (simulate's flags), or None for none: as fit's layout
-    flags, except that --gpus alone takes the default split (widest tp within a node, then pp)."""
+    flags, except that --gpus alone takes the default split (widest tp within the GPU `hw`'s node, then pp)."""
     dep = layout_from_flags(model, gpus, tp, pp)
     if dep != SEARCH:
         return dep
-    dep = deployment_for_gpus(model, gpus)
+    dep = deployment_for_gpus(model, gpus, node_size(None, hw))
     if dep is None:
         raise KvplanError(f"{model.name}: no tensor × pipeline split of {gpus} GPUs is valid "
                           f"(tp must divide the {model.num_attention_heads} attention heads)", EXIT_USAGE)

@@ -272,7 +272,7 @@ def _deployment_model(model, gpu, gpus, tp, pp, max_model_len, kv_dtype, weight_
     spec, limit_notes, length = limited(chosen, spec, max_model_len, allow_long_context)
     req = _request(length, 1, kv_dtype, weight_dtype, spec, block_size, gmu, overhead,
                    kv_cache_memory, lora)
-    dep = _deployment(spec, gpus, tp, pp) or Deployment(1, 1)
+    dep = _deployment(spec, gpus, tp, pp, hw) or Deployment(1, 1)
     notices = chosen.restated(resolved.spec, resolved.notices)  # as the engine's options leave them true
     notes = [resolved.note, *(f"note: {n}" for n in (*notices, *limit_notes))]
     dep = chosen.deployment(dep)

@@ -26,7 +26,7 @@ from kvplan.cli.selection import (
 )
 from kvplan.cli.workload import SloTpotOpt, SloTtftOpt, WorkloadFlags
 from kvplan.compare.offload import check_tiers, size_each
-from kvplan.compare.sweep import RANKING, kv_dtypes_for, parse_counts, sweep as run_sweep
+from kvplan.compare.sweep import RANKING, kv_dtypes_for, node_notes, parse_counts, sweep as run_sweep
 from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.core.units import parse_token_list, plural
@@ -143,6 +143,7 @@ def sweep(
     result = _run((specs, gpu_list, counts, contexts, kv_names, weights), kwargs, total)
     summary = _summary(result, specs, gpu_list, counts, contexts, kv_names, weights, batch, price_by_gpu, price_book)
     summary += lora_lines(adapters, chosen, "plan") + _speed_lines(result, gpu_list) + _kv_lines(result)
+    summary += [f"note: {line}" for line in node_notes(gpu_list, counts, layouts and not chosen.splits_layers_only)]
     sims = front = None
     if served:
         sims, front = _simulate(result, chosen, gpu_list, loaded, slo_ttft, slo_tpot)

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Callable, Iterable, Iterator, NamedTuple
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
-from kvplan.planning.deploy import MAX_SEARCH_GPUS, Deployment, candidate_deployments, node_of, validate_deployment
+from kvplan.planning.deploy import (MAX_SEARCH_GPUS, Deployment, candidate_deployments, node_of, node_size,
+                                    validate_deployment)
 from kvplan.planning.layout import candidate_layouts, layout_rank_key
 
 
@@ -48,9 +49,10 @@ def try_deployments(model, deployments: Iterable, plan: Callable) -> Iterator[Tr
 def smallest_fitting(model, gpu, req, engine, skip_gpus: int = 0):
     """The first deployment (more than `skip_gpus` GPUs) on which `engine` (a configured
     kvplan.engines.base.Engine) fits `req`: its result, or None when none fits. Every GPU count from 1 to
-    MAX_SEARCH_GPUS that has a valid layout is tried (deployment_for_gpus: 3 GPUs are tp 1 × pp 3), not
-    only powers of two. A deployment the engine cannot run is passed over."""
-    deps = (engine.deployment(dep) for dep in candidate_deployments(model, counts=SMALLEST_FIT_COUNTS)
+    MAX_SEARCH_GPUS that has a valid layout is tried (deployment_for_gpus within the GPU's node: 3 GPUs are tp 1 × pp
+    3), not only powers of two. A deployment the engine cannot run is passed over."""
+    deps = (engine.deployment(dep) for dep in candidate_deployments(model, counts=SMALLEST_FIT_COUNTS,
+                                                                      node=node_size(None, gpu))
             if dep.gpus > skip_gpus)
     for t in try_deployments(model, deps, lambda dep: engine.result(model, gpu, dep, req)):
         if t.result is not None and t.result.plan.fits:

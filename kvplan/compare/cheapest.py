@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 from kvplan.compare.candidates import try_deployments
 from kvplan.compare.replicas import layout_deployments, replicated
@@ -94,14 +94,17 @@ def _key(c: Candidate) -> tuple:
     return (cost is None, math.inf if cost is None else cost, c.gpus, -spare * c.replicas, -tps, c.gpu)
 
 
-def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deployments: Sequence[Deployment],
+def cheapest(model, gpus: Sequence, context: int, concurrency: int, *,
+             deployments: Sequence[Deployment] | Callable[[int], Sequence[Deployment]],
              min_tokens_per_second: float | None = None, prices=None, kv_dtype=None, weight_dtype=None, kv_auto=False,
              gpu_memory_utilization: float | None = None, block_size: int | None = None,
              engine=None, max_replicas: int = 1, layouts: bool = False, lora=None,
              max_gpus: int | None = None) -> list[Candidate]:
     """Every candidate, those meeting the target first (ranked by RANKING), then the rest.
 
-    `prices` is a kvplan.hardware.prices.Prices (or None: no prices, rank by GPU count). `engine` (a
+    `deployments`: the same for every GPU, or a function of a GPU's node size (kvplan.planning.deploy.node_size)
+    giving its own (count_splits: the default split of each count within that node). `prices` is a
+    kvplan.hardware.prices.Prices (or None: no prices, rank by GPU count). `engine` (a
     configured kvplan.engines.base.Engine; default the engine-neutral planner) plans each deployment.
     `layouts`: every valid layout of each GPU count, not only the given split; `max_replicas` > 1: a
     deployment short of the target is also tried as that many independent copies at most, on at most `max_gpus` GPUs
@@ -123,8 +126,11 @@ def cheapest(model, gpus: Sequence, context: int, concurrency: int, *, deploymen
     meets, fails = [], []
     for gpu in gpus:
         price = prices.price(gpu) if prices is not None else gpu.price_per_hour
-        # the other layouts keep tp within the GPU's node (its profile's node_gpus, else 8), as fit --gpus N's search
-        deps = layout_deployments(model, deployments, node_size(None, gpu)) if layouts else deployments
+        # the default split and the other layouts keep tp within the GPU's node (its profile's node_gpus, else 8), as
+        # fit --gpus N's search
+        node = node_size(None, gpu)
+        split = deployments(node) if callable(deployments) else deployments
+        deps = layout_deployments(model, split, node) if layouts else split
         tried = try_deployments(model, [engine.deployment(dep) for dep in deps],
                                 lambda dep: engine.plan(model, gpu, dep, req))
         for dep, p, invalid in tried:  # invalid: the model cannot run dep, or the engine (llama.cpp: no tp)

@@ -4,8 +4,11 @@ Pure: every number comes from an engine (kvplan.engines.base; the engine-neutral
 shares the work that neither the GPU nor the context changes); this module only forms the cross product, skips
 deployments a model cannot run (tp must divide the attention heads), counts them, and ranks.
 
-A GPU count n is a deployment of tp = n and pp = 1 up to one node of NODE_GPUS; above that,
-tp = NODE_GPUS and pp = n / NODE_GPUS (one pipeline stage per node), as candidate_deployments.
+A GPU count n is a deployment of tp = n and pp = 1 up to one node; above that, tp = the node's GPUs and
+pp = n / them (one pipeline stage per node), as candidate_deployments. A node is each GPU's own
+(kvplan.planning.deploy.node_of: the profile's node_gpus, a GB200 tray's 4, else 8), so the GPUs of a sweep are
+planned in groups of one node size each (`node_groups`), and `--layouts` searches each group's grid with tp
+within its node, as fit --gpus N's search does (`node_notes` says so).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.compare.candidates import attempt, try_deployments
 from kvplan.engines import resolve_engine
 from kvplan.planning.lora import parse_lora
-from kvplan.planning.deploy import NODE_GPUS, Deployment, deployment_for_gpus
+from kvplan.planning.deploy import Deployment, deployment_for_gpus, node_of
 from kvplan.planning.layout import candidate_layouts, layout_rank_key
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Plan, Request
 from kvplan.speed.plan import DecodeSteps
@@ -161,11 +164,31 @@ def sweep(models: Sequence, gpus: Sequence, gpu_counts: Sequence[int], contexts:
                        engine.speed_key, speed, engine_version=engine.version)
 
 
-def _best_layouts(model, gpus, count: int, requests, engine) -> tuple[list[Plan], str]:
-    """For each (gpu, request), the best plan over every valid layout of `count` GPUs ([] if none), and where there is
-    none why: each distinct refusal, so that an engine's (TensorRT-LLM has no rule for a hybrid's state layers) is
-    said, not only "no valid layout"."""
-    deps = (Deployment(*t) for t in candidate_layouts(model, count))
+def node_groups(gpus) -> list[tuple[int, list]]:
+    """The GPUs by the node size their plans keep tp within (kvplan.planning.deploy.node_of), in first-seen order."""
+    groups: dict[int, list] = {}
+    for gpu in gpus:
+        groups.setdefault(node_of(Deployment(), gpu)[0], []).append(gpu)
+    return list(groups.items())
+
+
+def node_notes(gpus, counts, layouts: bool) -> list[str]:
+    """What the sweep assumed of nodes, where it shapes a plan: with `layouts` always (as fit --gpus N's note), else
+    where a GPU count is larger than a GPU's node (the default split keeps tp within it)."""
+    said = {}
+    for gpu in gpus:
+        node, whose = node_of(Deployment(), gpu)
+        if layouts or any(c > node for c in counts):
+            said.setdefault(whose, []).append(gpu.key)
+    what = "layouts keep" if layouts else "GPU counts split with"
+    return [f"{what} tensor parallelism within one node, {whose} ({', '.join(keys)})" for whose, keys in said.items()]
+
+
+def _best_layouts(model, gpus, count: int, requests, engine, node: int) -> tuple[list[Plan], str]:
+    """For each (gpu, request), the best plan over every valid layout of `count` GPUs with tp within a node of `node`
+    ([] if none), and where there is none why: each distinct refusal, so that an engine's (TensorRT-LLM has no rule
+    for a hybrid's state layers) is said, not only "no valid layout"."""
+    deps = (Deployment(*t) for t in candidate_layouts(model, count, node))
     tried = list(try_deployments(model, deps, lambda dep: engine.grid(model, gpus, dep, requests)))
     grids = [t.result for t in tried if t.why is None]
     whys = "; ".join(dict.fromkeys(t.why for t in tried if t.why is not None))
@@ -179,28 +202,31 @@ def _cross(models, gpus, gpu_counts, contexts, kv_dtypes, weight_dtypes, batch, 
                             block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, lora=lora)
                     for wd in weight_dtypes for dt, auto in kv_dtypes_for(model, kv_dtypes) for ctx in contexts]
         for count in gpu_counts:
-            n = len(gpus) * len(requests)
-            default = deployment_for_gpus(model, count)  # the one rule: a GPU count -> tp x pp
-            if default is None:
-                tp = min(count, NODE_GPUS)
-                skipped.append(Skipped(model.name, count, tp, count // tp,
-                                       f"no tp x pp split of {count} GPUs is valid ({model.num_attention_heads} "
-                                       f"attention heads, {model.num_layers} layers)", n))
+            for node, group in node_groups(gpus):
+                _count(model, group, count, node, requests, engine, plans, skipped, layouts)
                 if progress is not None:
-                    progress(n)
-                continue
-            dep = engine.deployment(default)
-            if layouts and not engine.splits_layers_only:
-                best, why = _best_layouts(model, gpus, dep.gpus, requests, engine)
-                plans.extend(best)
-                if not best:
-                    skipped.append(Skipped(model.name, dep.gpus, dep.tp, dep.pp, why, n))
-                if progress is not None:
-                    progress(n)
-                continue
-            _grid(model, gpus, dep, requests, engine, plans, skipped)
-            if progress is not None:
-                progress(n)
+                    progress(len(group) * len(requests))
+
+
+def _count(model, gpus, count: int, node: int, requests, engine, plans, skipped, layouts: bool) -> None:
+    """The plans of `count` GPUs for `gpus`, GPUs of one node size `node`: the default split (the one rule: a GPU
+    count -> tp x pp within the node), or with `layouts` the best of every layout with tp within the node."""
+    n = len(gpus) * len(requests)
+    default = deployment_for_gpus(model, count, node)
+    if default is None:
+        tp = min(count, node)
+        skipped.append(Skipped(model.name, count, tp, count // tp,
+                               f"no tp x pp split of {count} GPUs is valid ({model.num_attention_heads} "
+                               f"attention heads, {model.num_layers} layers)", n))
+        return
+    dep = engine.deployment(default)
+    if layouts and not engine.splits_layers_only:
+        best, why = _best_layouts(model, gpus, dep.gpus, requests, engine, node)
+        plans.extend(best)
+        if not best:
+            skipped.append(Skipped(model.name, dep.gpus, dep.tp, dep.pp, why, n))
+        return
+    _grid(model, gpus, dep, requests, engine, plans, skipped)
 
 
 def _grid(model, gpus, dep, requests, engine, plans, skipped) -> None:

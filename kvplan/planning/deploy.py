@@ -1,10 +1,11 @@
 """Deployments: tp x pp x dp x ep (x dcp), which of them a model can run, and how a GPU count becomes one.
 
 One rule turns a GPU count into a layout (`deployment_for_gpus`): the widest valid tensor
-parallelism within a node of NODE_GPUS, pipeline stages for the rest. `fit --gpus`, the
-smallest-fit search, `cheapest` and `sweep` all use it. `validate_deployment` says why a model
-cannot run a deployment (heads, layers, and the dp / ep / dcp rules of `layout_problem`). Trying
-deployments with an engine is kvplan.compare.candidates'.
+parallelism within a node (node_size: the user's, the GPU profile's, else NODE_GPUS), pipeline
+stages for the rest. `fit --gpus`, the smallest-fit search, `cheapest` and `sweep` all use it, each
+with the node of the GPU it plans. `validate_deployment` says why a model cannot run a deployment
+(heads, layers, and the dp / ep / dcp rules of `layout_problem`). Trying deployments with an engine
+is kvplan.compare.candidates'.
 """
 
 from __future__ import annotations
@@ -154,28 +155,40 @@ def validate_deployment(model, dep: Deployment) -> str | None:
     return layout_problem(model, dep.tp, dep.pp, dep.dp, dep.ep, dep.dcp)
 
 
-def deployment_for_gpus(model, gpus: int) -> Deployment | None:
-    """The deployment a person would pick for `gpus` GPUs: the widest valid tp within a node, then
-    pipeline stages for the rest (16 GPUs: tp 8 x pp 2). None when no split is valid."""
-    for tp in (8, 4, 2, 1):
-        if tp <= NODE_GPUS and gpus % tp == 0:
+def deployment_for_gpus(model, gpus: int, node: int = NODE_GPUS) -> Deployment | None:
+    """The deployment a person would pick for `gpus` GPUs: the widest valid power-of-two tp within a node of `node`
+    GPUs (node_size: the user's, the GPU profile's, else NODE_GPUS), then pipeline stages for the rest (16 GPUs on
+    nodes of 8: tp 8 x pp 2; 8 GB200s, trays of 4: tp 4 x pp 2). None when no split is valid."""
+    tp = 1 << (max(node, 1).bit_length() - 1)
+    while tp >= 1:
+        if gpus % tp == 0:
             dep = Deployment(tp, gpus // tp)
             if validate_deployment(model, dep) is None:
                 return dep
+        tp //= 2
     return None
 
 
-def candidate_deployments(model, max_gpus: int = MAX_SEARCH_GPUS, counts=SEARCH_COUNTS) -> list[Deployment]:
+def candidate_deployments(model, max_gpus: int = MAX_SEARCH_GPUS, counts=SEARCH_COUNTS,
+                          node: int = NODE_GPUS) -> list[Deployment]:
     """Valid deployments of `counts` GPUs (default: powers of two) in the order a person would try them:
-    fewest GPUs, then tp before pp."""
+    fewest GPUs, then tp before pp (deployment_for_gpus on nodes of `node`)."""
     out = []
     for gpus in counts:
         if gpus > max_gpus:
             break
-        dep = deployment_for_gpus(model, gpus)
+        dep = deployment_for_gpus(model, gpus, node)
         if dep is not None:
             out.append(dep)
     return out
+
+
+def count_splits(model, counts, max_gpus: int = MAX_SEARCH_GPUS, node: int = NODE_GPUS) -> list[Deployment]:
+    """The default split of each of `counts` GPUs on nodes of `node` that the model can run (deployment_for_gpus), or
+    with no counts candidate_deployments' powers of two up to `max_gpus`: cheapest's deployments on one GPU type."""
+    if not counts:
+        return candidate_deployments(model, max_gpus, node=node)
+    return [d for d in (deployment_for_gpus(model, c, node) for c in counts) if d is not None]
 
 
 def layout_problem(model: ModelSpec, tp: int, pp: int, dp: int, ep: int, dcp: int = 1) -> str | None:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kvplan.planning.deploy import stage_ranges
+from kvplan.planning.deploy import node_size, stage_ranges
 from kvplan.core.intmath import cdiv
 from kvplan.planning.plan import UNIFIED, PlanWarning, activation_estimate, cache_dtypes, runtime_bytes
 from kvplan.engines.context import trtllm_rule
@@ -47,6 +47,7 @@ from kvplan.model.layers import ATTENTION_KINDS, Kind
 from kvplan.engines import kvbm
 from kvplan.engines.lora import trtllm_bytes as lora_bytes
 from kvplan.engines.trtllm.offload import cpu_pool as host_cache_pool
+from kvplan.engines.trtllm import allreduce
 from kvplan.engines.trtllm import layout as adp
 from kvplan.engines.trtllm import mlp_split
 from kvplan.engines.trtllm import cache_dtype as trtllm_cache_dtype
@@ -70,6 +71,7 @@ class Settings:
     os_memory: int | None = None  # unified memory: what the OS and other processes hold, as stated (trtllm/uma.py)
     page_cache: int | None = None  # unified memory: a stated page cache (None: a cold load, the whole checkpoint)
     uma_bytes: int = 0  # what those add to the used memory the budget counts (0 on a discrete GPU)
+    allreduce_bytes: int = 0  # the custom all-reduce workspace on one node (kvplan.engines.trtllm.allreduce)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -89,7 +91,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     held, cache = opt_shared_bytes(opts, "os_memory", None, gpu), opt_shared_bytes(opts, "page_cache", None, gpu)
     used = trtllm_uma.used_bytes(gpu, held, cache, weight_bytes(model).total)  # 0 where it does not apply
     return Settings(version, opt_float(opts, "free_gpu_memory_fraction", float(frac)), tpb,
-                    opt_int(opts, "max_num_tokens", 8192), held, cache, used)
+                    opt_int(opts, "max_num_tokens", 8192), held, cache, used,
+                    allreduce.workspace_bytes(dep.tp, node_size(dep, gpu), version))
 
 
 def bytes_per_token(layers, tp: int, kv_dtype) -> int:
@@ -214,7 +217,7 @@ class TrtLlm(Engine):
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
     def overhead_estimate(self, model, dep, st: Settings) -> int:
-        return activation_estimate(model, dep.tp, tokens=st.max_num_tokens) + runtime_bytes(dep)
+        return activation_estimate(model, dep.tp, tokens=st.max_num_tokens) + runtime_bytes(dep) + st.allreduce_bytes
 
     def request(self, req, st: Settings, model, dep):
         # kv = (total - weights - overhead) x fraction: the planner's (total - w - o) with utilisation 1,

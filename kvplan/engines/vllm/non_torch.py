@@ -37,8 +37,8 @@ PyTorch's allocator in that window counts. Two terms appear by release, from the
    2 and 68 MiB at a 512 MiB stride. So 3 x 512 MiB in the usual cases whatever the model (H100 tp 2:
    128 MiB of data, 384 of Lamport); B300 at tp 4 (64 MiB limit) reaches 1,024 MiB of Lamport buffer.
    Without NVSwitch (PCIe H100, H100 NVL) the multicast query fails and vLLM goes on without it
-   ("expected on GPUs without NVSwitch"). This is why tp 2 and tp 4 print the same ~2.1 GiB on v0.19
-   H100 while v0.11 printed 0.55 GiB.
+   ("expected on GPUs without NVSwitch"), as across nodes outside multi-node NVLink (across_nodes). This is why
+   tp 2 and tp 4 print the same ~2.1 GiB on v0.19 H100 while v0.11 printed 0.55 GiB.
 
 3. From 0.27.0 the residue is out of the budget. `determine_available_memory` closes the `memory_profiling` window
    after `profile_run` and only then calls `profile_cudagraph_memory` (gpu_worker.py 0.27.0 L500-517, 0.30.0
@@ -61,6 +61,7 @@ import dataclasses
 from kvplan.core.intmath import round_up
 from kvplan.engines.vllm import custom_ar
 from kvplan.model.spec import PLAIN_BYTES
+from kvplan.planning.deploy import nvlink_past_node
 
 MIB = 2**20
 
@@ -106,6 +107,19 @@ def workspace_possible(version: tuple[int, ...], tp: int, pp: int = 1, dp: int =
     return version >= (0, 17, 0) and tp >= 2 and pp == 1 and dp == 1 and not eager
 
 
+def across_nodes(gpu, tp: int, node: int) -> bool:
+    """Whether FlashInfer can build the workspace for a tp group of `tp` ranks on nodes of `node` GPUs: on one node,
+    or across nodes where the profile's NVSwitch domain reaches past the node and holds them (a GB200 NVL72 rack's
+    trays: nvlink_past_node). Neither the fusion pass nor its enable rule looks at nodes (0.17.0
+    `compilation/passes/fusion/allreduce_rms_fusion.py` AllReduceFusionPass.__init__ L707-784, `config/vllm.py`
+    enable_allreduce_rms_fusion L113-132; no node test in the later forms either, vllm-project/vllm@889b02f9), but
+    FlashInfer's symmetric buffers are shared by fabric handles only on multi-node NVLink, else by a file
+    descriptor passed by pidfd, which reaches no other host (flashinfer `comm/mnnvl.py` SymmDeviceMemory): the
+    creation fails, vLLM warns ("Failed to initialize FlashInfer All Reduce workspace", L778-784) and runs without
+    the pass. What a failed attempt leaves allocated was not read: kvplan books none."""
+    return tp <= node or nvlink_past_node(gpu, tp)
+
+
 def multicast_sm(gpu) -> int | None:
     """The SM number (90, 100, 103, ...) of a GPU whose profile puts it on NVSwitch, where CUDA multicast
     exists; None elsewhere: the PCIe and NVL-bridge H100s and GH200 NVL2 (two GPUs, no switch) fail vLLM's
@@ -126,9 +140,10 @@ def corpus_gpu(gpu):
 
 def fi_allreduce_workspace(version: tuple[int, ...], tp: int, hidden: int, dtype_bytes: int = 2,
                            max_tokens: int = 8192, pp: int = 1, dp: int = 1, eager: bool = False,
-                           gpu=None) -> int:
-    """Bytes per rank of FlashInfer's all-reduce fusion workspace (0 where vLLM does not create it)."""
-    if not workspace_possible(version, tp, pp, dp, eager):
+                           gpu=None, node: int = 8) -> int:
+    """Bytes per rank of FlashInfer's all-reduce fusion workspace (0 where vLLM does not create it). `node`: GPUs per
+    node (kvplan.planning.deploy.node_size); a tp group larger gets it only inside multi-node NVLink (across_nodes)."""
+    if not workspace_possible(version, tp, pp, dp, eager) or not across_nodes(gpu, tp, node):
         return 0
     cap = multicast_sm(gpu)
     if cap is None or (cap == 103 and version < (0, 19, 0)):  # 0.17/0.18 test capability 10.0 exactly
@@ -163,7 +178,7 @@ def non_torch(tp: int, pp: int, version: tuple[int, ...], eager: bool = False, g
         if model is None:
             return base
         return base + fi_allreduce_workspace(version, tp, model.hidden_size, dtype_bytes(model), max_tokens,
-                                             pp, dp, eager, gpu)
+                                             pp, dp, eager, gpu, node)
     # pipeline parallel alone runs no all-reduce (no training record): the one-GPU figure of its release, the
     # graph-profiling residue in it only where the capture runs inside the window (0.18.0-0.26.x; docstring, 1. and 3.)
     return NON_TORCH_SINGLE if graphs else NON_TORCH_SINGLE_V011

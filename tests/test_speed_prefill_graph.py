@@ -12,7 +12,6 @@ keep the graph is kvplan.engines.sglang.prefill_graph's rule, the one its memory
 
 from __future__ import annotations
 
-import functools
 from dataclasses import replace
 from pathlib import Path
 
@@ -53,14 +52,8 @@ def test_the_step_model_agrees():
         assert speed.priced(coef, speed.prefill_features(s, 1_000)) == pytest.approx(want)
 
 
-@functools.cache
-def _cases() -> tuple:
-    """The speed corpus's cases, read once (a test changes a case through dataclasses.replace, never in place)."""
-    return speed_cases()[0]
-
-
 def _case(source: str, point: str | None):
-    return next(c for c in _cases() if c.source == source and (point is None or c.id == point))
+    return next(c for c in speed_cases()[0] if c.source == source and (point is None or c.id == point))
 
 
 @pytest.mark.parametrize(("source", "point", "graphed"), [
@@ -106,3 +99,4 @@ def test_a_plan_reads_the_graph_its_engine_keeps(version, graphed):
     assert plan.request.prefill_graph is graphed
     spec = find_in_catalog("qwen3.5-35b-a3b")
     assert plan_shape(plan, spec, find_gpu("h200"), "sglang", version).prefill_graph is graphed
+

@@ -24,6 +24,7 @@ from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed import model as speed
 from kvplan.speed.fit import _gpu, _spec
 from kvplan.speed.plan import plan_shape
+from kvplan.speed import terms
 from kvplan.speed.terms import TERMS, Shape
 from conftest import speed_cases
 
@@ -100,3 +101,13 @@ def test_a_plan_reads_the_graph_its_engine_keeps(version, graphed):
     spec = find_in_catalog("qwen3.5-35b-a3b")
     assert plan_shape(plan, spec, find_gpu("h200"), "sglang", version).prefill_graph is graphed
 
+
+def test_the_roofline_ignores_the_prefill_graph():
+    # the graph moves only the `pmoe` feature (above); roofline_of reads weights, kv, gemm, attn and experts,
+    # TERMS[:5], so kvplan.speed.terms.bound need not turn it off: the same roofline, graphed or not
+    assert TERMS.index("pmoe") >= 5
+    eager = Shape(dense_bytes=10**9, layers=61, moe_layers=58, bandwidth=1e12, bf16_rate=1e15, gemm_rate=1e15)
+    graphed = replace(eager, prefill_graph=True)
+    assert terms.bound(graphed).prefill_graph
+    for args in ((20_000, 1, 20_000, 0), (8, 8, 8_000, 64_000)):
+        assert terms.roofline(graphed, *args) == terms.roofline(eager, *args) > 0

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from kvplan.speed.corpus import read_corpus
+from conftest import speed_cases
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"
 COMPARE = ("llamacpp-pr-16834", "llamacpp-pr-16649")
@@ -89,7 +88,7 @@ def test_the_amd_pages_comparison_table_is_the_runs_above_it():
 def test_the_new_points_are_priced():
     # every point of the round's sources is read into a case (none skipped): 6 + 3 + 4 + 8 + 6 new sources' and
     # #4766's 5 + 7 = 39 cases, 21 of the 34 new ones token generation
-    cases, _ = read_corpus(CORPUS)
+    cases = speed_cases()[0]
     counts = {s: sum(c.source == s for c in cases) for s in NEW}
     assert counts == NEW == {s: len(_points(s)) for s in NEW}
     tg = sum(c.load.bench == "tg" for c in cases if c.source in NEW and c.source != "llamacpp-pr-4766")

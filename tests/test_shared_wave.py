@@ -3,7 +3,6 @@
 prompts of a wave end later than a budget of prompts alone has them. Checked by hand and against simulate's event
 simulator (kvplan.simulator.engine, vLLM's v1 scheduler restated step by step)."""
 
-import functools
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,12 +22,6 @@ from conftest import speed_cases
 
 S = 0.01  # seconds a step
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "speed"
-
-
-@functools.cache
-def _cases() -> tuple:
-    """The speed corpus's cases, read once for the parametrized runs below."""
-    return speed_cases()[0]
 
 
 def test_the_decodes_take_the_budget_first_by_hand():
@@ -81,6 +74,6 @@ def test_the_shared_wave_follows_the_simulated_scheduler(n, isl, osl, chunk):
 ])
 def test_which_runs_share_the_budget(source, point, mixed):
     # running()'s `mixed` for corpus runs, as sized() sets it from the run's engine, release and settings
-    case = next(c for c in _cases() if c.source == source and c.id == point)
+    case = next(c for c in speed_cases()[0] if c.source == source and c.id == point)
     got = running(case, _spec(case.model), _gpu(case.gpu))
     assert got is not None and got.mixed is mixed

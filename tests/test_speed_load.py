@@ -4,6 +4,8 @@ module docstring's formulas is pinned: a wave's first tokens, the staggered grou
 
 import math
 
+import pytest
+
 from kvplan.speed.load import Load, batch_and_mode, combos, replaces, value
 from kvplan.speed.queueing import arrival_wait, overload_wait
 
@@ -140,17 +142,17 @@ def test_no_poisson_wait_in_a_closed_loop_or_a_burst():
 
 def test_an_open_loop_past_the_cap_is_overloaded_and_its_queue_grows():
     # cap 4; rho_cap = r / dp x T(cap) = 2 >= 1 (given): B = 4, T = (4 + 101 x 0.1) / 4 = 3.525 s, no Little's law
-    # c. The n-th of N = 16 arrivals finds n (1 - 1 / 2) = n / 2 in the system: the first 4 / 0.5 = 8 find a running
-    # slot free, each later one waits n / 2 - 4 request times; the fluid mean (1 - 1 / 2) (16 - 8)^2 / (2 x 16) = 1 T
-    # (the discrete sum (0.5 + 1 + ... + 4) / 16 = 1.125 T). TTFT = t_grp + 1 x t_dec + 1 T = 2.1 + 3.525 = 5.625 s;
-    # E2E = 4 T + 1 T = 17.625 s; tok/s = 101 / T; the prefill server (S = 1 s given, rho = 2 x 1 = 2: overloaded
+    # c. The n-th of N = 16 arrivals finds (n - 1) / 2 ahead of it (one slot frees every T): the first 7 find a
+    # running slot free, each later one waits (n - 1) / 2 + 1 - 4 request times, a mean (0.5 + 1 + ... + 4.5) / 16 =
+    # 1.40625 T. TTFT = t_grp + 1 x t_dec + 1.40625 T = 2.1 + 4.95703125 = 7.05703125 s; E2E = 4 T + 1.40625 T =
+    # 5.40625 x 3.525 = 19.05703125 s; tok/s = 101 / T; the prefill server (S = 1 s given, rho = 2 x 1 = 2: overloaded
     # itself) adds no arrival wait on top (not its bound of (16 - 1) / 2 S more)
     load = Load(1000, 101, rate=2.0, num_prompts=16, cap=4)
     b, g, cm = combos(load, 3.0, 1.0, 2.0)
     m = {k: value(c, T_WAVE, T_DEC, T_GRP) for k, c in cm.items()}
     assert (b, g) == (4, 1)
-    assert math.isclose(m["ttft"], 5.625)
-    assert math.isclose(m["e2el"], 17.625)
+    assert math.isclose(m["ttft"], 7.05703125)
+    assert math.isclose(m["e2el"], 19.05703125)
     assert math.isclose(m["output_throughput"], 101 / 3.525)
     # below 1 the open loop is Little's law's as before (test_open_loop_requests_arrive_one_by_one)
     assert combos(load, 3.0, None, 0.99)[2] == combos(load, 3.0)[2]
@@ -159,25 +161,57 @@ def test_an_open_loop_past_the_cap_is_overloaded_and_its_queue_grows():
 def test_an_overloaded_run_too_short_to_fill_the_cap_queues_for_no_slot():
     # issue 21: datacrunch's SGLang Llama-3.3-70B at 16 requests/s measured a median TTFT of 0.61 s though its run
     # was overloaded (3,200 requests in 383 s, mean E2E 149 s): its arrivals filled the running set, not a queue.
-    # The test's load with N = 8 = cap / (1 - 1 / 2): every request finds a slot, TTFT = 2.1 s, E2E = 4 T = 14.1 s.
+    # The test's load with N = 7: every request finds a slot (the 8th would wait (8 - 1) / 2 + 1 - 4 = 0.5 T), TTFT =
+    # 2.1 s, E2E = 4 T = 14.1 s.
     # With the prefill server keeping up (S = 0.25 s given, rho = 2 x 0.25 = 0.5, Poisson): its M/D/1 wait
     # 0.5 / (2 x 0.5) = 0.5 S, priced at the batch's S = t_wave / B = 1 s: TTFT 2.1 + 0.5 = 2.6 s, E2E 14.6 s
-    load = Load(1000, 101, rate=2.0, num_prompts=8, cap=4, arrival_cv2=None)
+    load = Load(1000, 101, rate=2.0, num_prompts=7, cap=4, arrival_cv2=None)
     cm = combos(load, 3.0, 0.25, 2.0)[2]
     assert math.isclose(value(cm["ttft"], T_WAVE, T_DEC, T_GRP), 2.1)
     assert math.isclose(value(cm["e2el"], T_WAVE, T_DEC, T_GRP), 14.1)
-    cm = combos(Load(1000, 101, rate=2.0, num_prompts=8, cap=4), 3.0, 0.25, 2.0)[2]
+    cm = combos(Load(1000, 101, rate=2.0, num_prompts=7, cap=4), 3.0, 0.25, 2.0)[2]
     assert math.isclose(value(cm["ttft"], T_WAVE, T_DEC, T_GRP), 2.6)
     assert math.isclose(value(cm["e2el"], T_WAVE, T_DEC, T_GRP), 14.6)
 
 
 def test_the_overload_wait_counts_only_requests_past_the_running_slots():
-    # rho 2, N 16: 4 slots -> 0.5 x (16 - 8)^2 / 32 = 1.0; no slots -> D/D/1's 0.5 x 16 / 2 = 4.0 (its discrete
-    # (16 - 1) / 2 x 0.5 = 3.75 plus the fluid's half request); 8 slots (k0 = 16 = N) -> 0; rho 1 -> 0
-    assert math.isclose(overload_wait(2.0, 16, 4), 1.0)
-    assert math.isclose(overload_wait(2.0, 16, 0), 4.0)
-    assert overload_wait(2.0, 16, 8) == 0.0
+    # rho 2, N 16, one slot freeing every T: the k-th arrives at (k - 1) / 2 T with (k - 1) / 2 ahead and waits
+    # max(0, (k - 1) / 2 + 1 - slots) T. 4 slots: k = 8..16 wait 0.5, 1.0, ..., 4.5, 9 x 5 / 2 = 22.5 in all, a
+    # mean 22.5 / 16 = 1.40625 (the fluid's 0.5 x (16 - 8)^2 / 32 = 1.0 was short by 1 / rho a request); 1 slot:
+    # D/D/1's (16 - 1) / 2 x 0.5 = 3.75 exactly; 8 slots: only k = 16, 0.5 / 16; 9 slots (k0 past N) or rho 1: none
+    assert math.isclose(overload_wait(2.0, 16, 4), 1.40625)
+    assert math.isclose(overload_wait(2.0, 16, 1), 3.75)
+    assert math.isclose(overload_wait(2.0, 16, 8), 0.5 / 16)
+    assert overload_wait(2.0, 16, 9) == 0.0
     assert overload_wait(1.0, 16, 0) == 0.0
+
+
+def test_the_overload_wait_at_an_endless_rate_is_the_bursts():
+    # rho -> inf: every request arrives at once, the j-th past B = 4 slots of N = 10 waits (j - B) T, a mean
+    # (N - B)(N - B + 1) / 2N = 6 x 7 / 20 = 2.1 T (kvplan.speed.load's burst), not the fluid's 6^2 / 20 = 1.8
+    assert math.isclose(overload_wait(1e12, 10, 4), 2.1, rel_tol=1e-9)
+
+
+def _simulated(rho: float, n: int, slots: int) -> float:
+    """The mean wait, in T, of n requests arriving every 1 / rho T onto `slots` running slots, one freeing at T, 2T,
+    ...: event by event, first come first served."""
+    used, free, total = 0, slots, 0.0
+    for j in range(n):
+        t = j / rho
+        while used < math.floor(t):  # the frees before this arrival that no waiting request took
+            used, free = used + 1, free + 1
+        if free:
+            free -= 1
+        else:  # the next free slot
+            used += 1
+            total += used - t
+    return total / n
+
+
+@pytest.mark.parametrize(("rho", "n", "slots"),
+                         [(1.37, 300, 17), (3.3, 2000, 256), (math.pi, 1000, 1), (1.01, 5000, 7)])
+def test_the_overload_wait_is_the_simulated_queues(rho, n, slots):
+    assert math.isclose(overload_wait(rho, n, slots), _simulated(rho, n, slots), rel_tol=1e-9)
 
 
 def test_replicas_no_request_reaches_add_no_throughput():

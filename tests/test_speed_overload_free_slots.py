@@ -29,20 +29,22 @@ def test_an_overloaded_run_of_fewer_requests_than_its_cap_runs_them_all_not_the_
 
 
 def test_an_overloaded_loop_with_free_slots_queues_for_its_prefills():
-    # rate 2, cap 4, N 8, rho_cap 2: k0 = 4 / (1 - 1/2) = 8 = N, every request finds a slot (no slot queue), B 4.
+    # rate 2, cap 4, N 7, rho_cap 2: the k-th finds (k - 1) / 2 ahead and waits max(0, (k - 1) / 2 + 1 - 4) T, none
+    # to k = 7 (the 8th would wait 0.5 T): every request finds a slot (no slot queue), B 4.
     # Prefill server S = 0.75 s (given): rho = 2 x 0.75 = 1.5 >= 1, past its capacity, so D/D/1's growing queue,
-    # (N - 1) / 2 x (1 - 1 / rho) = 3.5 x 1/3 = 1.1667 S whatever the arrival process (Poisson here), priced at
-    # S = t_wave / B = 4 / 4 = 1 s: + 1.1667 s on the staggered TTFT t_grp + 1 step x t_dec = 2.1 s and on
+    # (N - 1) / 2 x (1 - 1 / rho) = 3 x 1/3 = 1 S whatever the arrival process (Poisson here), priced at
+    # S = t_wave / B = 4 / 4 = 1 s: + 1 s on the staggered TTFT t_grp + 1 step x t_dec = 2.1 s and on
     # E2E c T = 4 x (4 + 101 x 0.1) / 4 = 14.1 s
-    b, got = _at(Load(1000, 101, rate=2.0, num_prompts=8, cap=4), 0.75, 2.0)
+    b, got = _at(Load(1000, 101, rate=2.0, num_prompts=7, cap=4), 0.75, 2.0)
     assert b == 4
-    assert math.isclose(got["ttft"], 2.1 + 3.5 / 3)
-    assert math.isclose(got["e2el"], 14.1 + 3.5 / 3)
+    assert math.isclose(got["ttft"], 2.1 + 1.0)
+    assert math.isclose(got["e2el"], 14.1 + 1.0)
     # the prefill server keeping up (S 0.25 s, rho 0.5): its M/D/1 wait as before, 0.5 / (2 x 0.5) = 0.5 S = 0.5 s
-    assert math.isclose(_at(Load(1000, 101, rate=2.0, num_prompts=8, cap=4), 0.25, 2.0)[1]["ttft"], 2.6)
+    assert math.isclose(_at(Load(1000, 101, rate=2.0, num_prompts=7, cap=4), 0.25, 2.0)[1]["ttft"], 2.6)
 
 
 def test_an_overloaded_loop_whose_slots_fill_keeps_the_slot_queue_alone():
-    # N 16 > k0 = 8: the slot queue, (1 - 1/2) (16 - 8)^2 / 32 = 1.0 T, T = 14.1 / 4 = 3.525 s (kvplan.speed.queueing
-    # .overload_wait); the prefill server's queue (rho 1.5) is not added beside it: TTFT 2.1 + 3.525 = 5.625 s
-    assert math.isclose(_at(Load(1000, 101, rate=2.0, num_prompts=16, cap=4), 0.75, 2.0)[1]["ttft"], 5.625)
+    # N 16: the slot queue, k = 8..16 waiting 0.5, 1, ..., 4.5 T, a mean 22.5 / 16 = 1.40625 T, T = 14.1 / 4 = 3.525 s
+    # (kvplan.speed.queueing.overload_wait); the prefill server's queue (rho 1.5) is not added beside it: TTFT
+    # 2.1 + 1.40625 x 3.525 = 7.05703125 s
+    assert math.isclose(_at(Load(1000, 101, rate=2.0, num_prompts=16, cap=4), 0.75, 2.0)[1]["ttft"], 7.05703125)

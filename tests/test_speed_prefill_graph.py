@@ -12,7 +12,6 @@ keep the graph is kvplan.engines.sglang.prefill_graph's rule, the one its memory
 
 from __future__ import annotations
 
-import functools
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed import model as speed
 from kvplan.speed.fit import _gpu, _spec
 from kvplan.speed.plan import plan_shape
+from kvplan.speed import terms
 from kvplan.speed.terms import TERMS, Shape
 from conftest import speed_cases
 
@@ -53,14 +53,8 @@ def test_the_step_model_agrees():
         assert speed.priced(coef, speed.prefill_features(s, 1_000)) == pytest.approx(want)
 
 
-@functools.cache
-def _cases() -> tuple:
-    """The speed corpus's cases, read once (a test changes a case through dataclasses.replace, never in place)."""
-    return speed_cases()[0]
-
-
 def _case(source: str, point: str | None):
-    return next(c for c in _cases() if c.source == source and (point is None or c.id == point))
+    return next(c for c in speed_cases()[0] if c.source == source and (point is None or c.id == point))
 
 
 @pytest.mark.parametrize(("source", "point", "graphed"), [
@@ -106,3 +100,14 @@ def test_a_plan_reads_the_graph_its_engine_keeps(version, graphed):
     assert plan.request.prefill_graph is graphed
     spec = find_in_catalog("qwen3.5-35b-a3b")
     assert plan_shape(plan, spec, find_gpu("h200"), "sglang", version).prefill_graph is graphed
+
+
+def test_the_roofline_ignores_the_prefill_graph():
+    # the graph moves only the `pmoe` feature (above); roofline_of reads weights, kv, gemm, attn and experts,
+    # TERMS[:5], so kvplan.speed.terms.bound need not turn it off: the same roofline, graphed or not
+    assert TERMS.index("pmoe") >= 5
+    eager = Shape(dense_bytes=10**9, layers=61, moe_layers=58, bandwidth=1e12, bf16_rate=1e15, gemm_rate=1e15)
+    graphed = replace(eager, prefill_graph=True)
+    assert terms.bound(graphed).prefill_graph
+    for args in ((20_000, 1, 20_000, 0), (8, 8, 8_000, 64_000)):
+        assert terms.roofline(graphed, *args) == terms.roofline(eager, *args) > 0

@@ -30,9 +30,9 @@ def test_below_the_cap_the_open_loop_settles_on_littles_law_fixed_point():
 
 def test_past_the_cap_the_open_loop_is_overloaded_and_its_queue_grows():
     # rho_cap = r x T(cap) is linear in r: at 10x the capacity rate (1 / T(cap) requests/s) it is 10;
-    # the queue is then 0.9 x (N - k0)^2 / 2N x T with N = 2,000, k0 = cap / 0.9 (kvplan.speed.queueing.overload_wait):
-    # the first k0 arrivals find a running slot; at the cap of 256 requests or fewer, k0 <= 285, TTFT past
-    # 0.9 x 1,715^2 / 4,000 = 661 T
+    # the k-th of N = 2,000 then waits max(0, 0.9 (k - 1) + 1 - cap) T (kvplan.speed.queueing.overload_wait), more
+    # than the fluid's 0.9 k - cap, a mean 0.9 x (N - k0)^2 / 2N, k0 = cap / 0.9: the first k0 arrivals find a running
+    # slot; at the cap of 256 requests or fewer, k0 <= 285, TTFT past 0.9 x 1,715^2 / 4,000 = 661 T
     coef = coefficients("vllm")
     b = _built(1.0)
     capacity = 1.0 / rho_cap_of(b, coef)

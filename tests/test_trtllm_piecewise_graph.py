@@ -14,7 +14,6 @@ ec7bafaae743babbb160a1c7ee9c2a82feaf3f5f:benchmarks/dsr1_fp8_b200_trt.sh), which
 
 from __future__ import annotations
 
-import functools
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,14 +31,8 @@ NVFP4 = "inferencex-run-21640806486"  # DeepSeek-R1 NVFP4 on B200, TensorRT-LLM 
 FP8 = "inferencex-run-21484110885"  # DeepSeek-R1 FP8 on B200, the same release
 
 
-@functools.cache
-def _cases() -> tuple:
-    """The speed corpus's cases, read once (a test changes a case through dataclasses.replace, never in place)."""
-    return speed_cases()[0]
-
-
 def _case(source: str, point: str):
-    return next(c for c in _cases() if c.source == source and c.id == point)
+    return next(c for c in speed_cases()[0] if c.source == source and c.id == point)
 
 
 def _graphed(case) -> bool:

@@ -84,7 +84,7 @@ def batch_wait(rate: float, timeout: int, needed: float) -> float:
     if timeout <= 0 or k <= 1:
         return 0.0
     t_max, lam = float(timeout), max(0.0, rate)
-    top = min(k - 2, math.ceil(lam * t_max + 12 * math.sqrt(lam * t_max) + 30))  # N(u) beyond it: no mass on [0, T]
+    top = _last(lam * t_max, k)
     total, h = 0.0, t_max / GRID
     for i in range(GRID):  # E[(1 + N(u)) 1{N(u) <= k - 2}] at the midpoint of each step
         mu, inside = lam * (i + 0.5) * h, 0.0
@@ -93,13 +93,25 @@ def batch_wait(rate: float, timeout: int, needed: float) -> float:
             inside += (1 + n) * pmf
             pmf *= mu / (n + 1)
         total += inside * h
-    mu, pmf, served, below = lam * t_max, math.exp(-lam * t_max), 1.0, 0.0
-    for n in range(top + 1):  # 1 + E[min(N(T), k - 1)]
-        served += n * pmf
-        below += pmf
+    return total / release_group(lam * t_max, k)[0]
+
+
+def _last(mu: float, k: int) -> int:
+    """The last count n worth summing of a Poisson of mean `mu` or less below the threshold k - 1: k - 2, or where
+    that is far in its tail, mu + 12 sqrt(mu) + 30 (no mass beyond it)."""
+    return min(k - 2, math.ceil(mu + 12 * math.sqrt(mu) + 30))
+
+
+def release_group(mu: float, k: int) -> tuple[float, float]:
+    """(E[G], E[G^2]) of a cycle's release group G = 1 + min(N(T), k - 1) (the module's docstring), N(T) Poisson of
+    mean `mu` = the arrivals over the timeout T: the timeout releases 1 + n where N(T) = n < k - 1, the k-th prompt
+    k (the tail past `_last` too)."""
+    pmf, below, first, second = math.exp(-mu), 0.0, 0.0, 0.0
+    for n in range(_last(mu, k) + 1):
+        first, second, below = first + (1 + n) * pmf, second + (1 + n) ** 2 * pmf, below + pmf
         pmf *= mu / (n + 1)
-    served += (k - 1) * max(0.0, 1.0 - below)
-    return total / served
+    tail = max(0.0, 1.0 - below)
+    return first + k * tail, second + k * k * tail
 
 
 def _batch_waiting(load, running: float) -> tuple[float, int, float] | None:
@@ -128,10 +140,5 @@ def released(load, running: float) -> float:
     k = math.ceil(waiting[2] - 1e-9) if waiting else 1
     if not waiting or waiting[1] <= 0 or k <= 1:
         return 1.0
-    mu = max(0.0, waiting[0]) * waiting[1]
-    pmf, below, first, second = math.exp(-mu), 0.0, 0.0, 0.0
-    for n in range(k - 1):  # N(T) = n < k - 1: the timeout releases 1 + n
-        first, second, below = first + (1 + n) * pmf, second + (1 + n) ** 2 * pmf, below + pmf
-        pmf *= mu / (n + 1)
-    first, second = first + k * (1.0 - below), second + k * k * (1.0 - below)  # the k-th prompt releases k
+    first, second = release_group(max(0.0, waiting[0]) * waiting[1], k)
     return second / first

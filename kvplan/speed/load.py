@@ -77,11 +77,11 @@ seconds:
   overloaded open loop     where r / dp reaches what a replica serves at its running cap, rho_cap =
                            r / dp x T(cap) >= 1 (T at B = cap, from the caller), no steady state exists:
                            B = cap (a run of N < cap requests per replica: N, never more than it sent), and
-                           the queue grows once the cap's slots are full: the n-th of N
-                           requests finds n (1 - 1 / rho_cap) in the system, so the first cap / (1 - 1 /
-                           rho_cap) start at once (the engine admits them into its running set) and each
-                           later one waits n (1 - 1 / rho_cap) - cap request times T, a mean of (1 - 1 /
-                           rho_cap) (N - n0)^2 / 2N x T, n0 = cap / (1 - 1 / rho_cap)
+                           the queue grows once the cap's slots are full (one frees every T, as in a burst):
+                           the n-th of N requests finds (n - 1)(1 - 1 / rho_cap) ahead of it, the first
+                           ones start at once (the engine admits them into its running set) and each later
+                           one waits max(0, (n - 1)(1 - 1 / rho_cap) + 1 - cap) request times T, exactly
+                           (the burst's n - B at rho_cap -> inf), the mean over the N
                            (kvplan.speed.queueing.overload_wait; N untold: the cap, so none), added to TTFT
                            and E2E, with the arrival wait below where its prefill server keeps up; where the
                            slots stay free through the run and that server is past its capacity (rho >= 1),

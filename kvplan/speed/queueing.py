@@ -6,6 +6,8 @@ prefill server and an overloaded loop's growing queue with; and the step a close
 
 from __future__ import annotations
 
+import math
+
 ARRIVALS = ("poisson", "gamma", "constant", "closed", "burst", "unstated")  # the corpus's `arrival` kinds
 # An unstated arrival process (a source that names the rate, not the client that kept it) gets the wait every
 # process at that rate shares, D/D/1's: none below rho 1, the overload's queue past it; no variability term.
@@ -46,17 +48,18 @@ def arrival_wait(rho: float, bound: float, cv2: float = 1.0) -> float:
 
 def overload_wait(rho: float, n: float, slots: float) -> float:
     """The mean wait in queue, in service times T, of an overloaded replica's run: N requests arriving evenly at
-    rho = r T >= 1 onto a replica that runs up to `slots` of them at once (its running cap) and serves one every T.
-    As a fluid, the k-th request arrives when k (1 - 1 / rho) are in the system (k arrived, k / rho served), so the
-    first k0 = slots / (1 - 1 / rho) find a running slot free and start at once (the engine admits them: the running
-    set grows, not the queue), and each later one waits behind the k (1 - 1 / rho) - slots ahead of it, one T each;
-    the mean over k = 1..N is (1 - 1 / rho) (N - k0)^2 / 2N, none where N <= k0. With no slots this is D/D/1's
-    (N - 1) / 2 x (1 - 1 / rho) up to the fluid's half a request."""
+    rho = r T >= 1 onto a replica that runs up to `slots` of them at once (its running cap) and frees one slot every
+    T, at T, 2T, ... from the first arrival (a burst's assumption, kvplan.speed.load). The k-th request arrives at
+    x T, x = (k - 1) / rho, when floor(x) have left: k - 1 - floor(x) are ahead of it; past the first `slots` of them
+    it starts at the (k - slots - floor(x))-th free slot after its arrival, (k - slots - frac(x)) T later, so it waits
+    max(0, (k - 1)(1 - 1 / rho) + 1 - slots) T, exactly; the mean over k = 1..N. At rho -> inf this is the burst's
+    (N - B)(N - B + 1) / 2N; with one slot D/D/1's (N - 1) / 2 x (1 - 1 / rho)."""
     if rho <= 1 or n <= 0:
         return 0.0
     a = 1.0 - 1.0 / rho
-    k0 = max(0.0, slots) / a
-    return a * (n - k0) ** 2 / (2 * n) if n > k0 else 0.0
+    j0 = max(0, math.floor((slots - 1) / a) + 1)  # the first j = k - 1 that waits: a j + 1 - slots > 0
+    c = n - j0  # the requests that wait, j = j0..N - 1
+    return (c * (1 - slots + a * j0) + a * c * (c - 1) / 2) / n if c > 0 else 0.0
 
 
 def missed_step(b: float, g: float, steps: float) -> tuple[float, float]:

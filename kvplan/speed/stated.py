@@ -111,17 +111,17 @@ def _closed(load: Load, share: float, wb: int, cm: dict, wave, staggered: tuple,
     return n, w, at
 
 
-def drawn_slot(load: Load, r: int, w: int, share: float) -> tuple | None:
+def drawn_slot(load: Load, r: int, w: int, refill: float) -> tuple | None:
     """When the r-th slot of a burst's first wave of w frees, as (a, b, e) of t_wave, t_dec, t_grp, where the engine
     prefills the whole wave before it decodes (`waves`) and output lengths are drawn from a uniform law (`drawn`,
-    0 < cv^2 <= 1/3; module docstring): the wave's prefill, the r - 1 refills' prefills before it (`share` each: T's
+    0 < cv^2 <= 1/3; module docstring): the wave's prefill, the r - 1 refills' prefills before it (`refill` each: T's
     t_wave weight, (1 + recompute) / B, B the running count unrounded), and the r-th shortest of w outputs' decode
     steps after its first token, the expected order statistic lo + r / (w + 1) (hi - lo) - 1 of the law on [lo, hi] =
     osl (1 -/+ sqrt(3 cv^2)). None elsewhere."""
     if not (load.waves and load.drawn and 0 < load.out_cv2 <= 1 / 3) or not 1 <= r <= w:
         return None
     half = drain_steps(load, max(1.0, load.osl))
-    return 1.0 + (r - 1) * share, max(0.0, load.osl - half + r / (w + 1) * 2 * half - 1), 0.0
+    return 1.0 + (r - 1) * refill, max(0.0, load.osl - half + r / (w + 1) * 2 * half - 1), 0.0
 
 
 def _median(n: int, at) -> tuple:

@@ -386,10 +386,10 @@ def roofline(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
 
 
 def bound(s: Shape) -> Shape:
-    """The Shape the roofline prices: no engine's kernels (`paths`, a fused all-reduce, a prefill CUDA graph), its
-    bytes at the datasheet bandwidth and every FLOP (GEMM, LM head, attention) at the datasheet's bf16 rate."""
+    """The Shape the roofline prices: no engine's kernels (`paths`, a fused all-reduce; a prefill graph moves only
+    `pmoe`, unread), its bytes at the datasheet bandwidth, every FLOP at the datasheet's bf16 rate."""
     peak = s.peak_bf16_rate or s.bf16_rate
-    return replace(s, paths=(), fused_allreduce=False, prefill_graph=False, bandwidth=s.peak_bandwidth or s.bandwidth,
+    return replace(s, paths=(), fused_allreduce=False, bandwidth=s.peak_bandwidth or s.bandwidth,
                    gemm_rate=peak, grouped_rate=0.0, bf16_rate=peak, rate_missing="")
 
 

@@ -4,9 +4,10 @@ be assumed, on excerpts from public threads."""
 from __future__ import annotations
 
 from kvplan.engines.lognodes import node_gpus, node_note, read_nodes
-from kvplan.engines.logrecord import LogRecord
+from kvplan.engines.logrecord import LogRecord, logged_deployment
+from kvplan.engines.vllm.non_torch import non_torch
 from kvplan.hardware.gpus import find_gpu
-from kvplan.planning.deploy import Deployment
+from kvplan.planning.deploy import Deployment, node_size
 
 # foundation-model-stack/fastsafetensors#36 (vLLM over Ray on two DGX Sparks, tp 2): the head's worker prints without
 # an address, the other host's with one, and the custom all-reduce says the group spans nodes
@@ -62,3 +63,20 @@ def test_one_node_stated_is_all_the_gpus_and_said_only_past_the_assumed_node():
     assert node_gpus(rec, 16) == 16  # tp 16 on one node: a node of 16 GPUs, no span
     assert node_note(rec, Deployment(16, node_gpus=16)) == "nodes of 16 GPUs (from the log: nnodes=1)"
     assert node_note(rec, Deployment(4, node_gpus=4)) is None  # 4 GPUs on one node: as assumed, no line
+
+
+def test_a_group_said_to_span_nodes_without_a_count_is_planned_across_two():
+    # fastsafetensors#36's warning alone: the tp group spans hosts, no count. Planned with nodes of half the tp group,
+    # rounded up (the fewest nodes, two, that split it): tp 2 -> 1, tp 8 -> 4, tp 8 x pp 2 -> 4 (the tp group's)
+    rec = _read(RAY_TWO_SPARKS.splitlines()[0], "vllm")
+    assert (node_gpus(rec, 2), node_gpus(rec, 8), node_gpus(rec, 8, 2), node_gpus(rec, 1)) == (1, 4, 4, None)
+    notes: list[str] = []
+    dep = logged_deployment(rec, 8, notes, find_gpu("h100-80"))
+    assert dep.node_gpus == 4 and node_size(dep) == 4
+    assert notes[-1] == ("the log says a tp group spans nodes but not how many: planned as nodes of 4 GPUs, half the "
+                         "tp group of 8 (the fewest nodes, two, that split it), so the node rules see the group across "
+                         "nodes (no custom all-reduce booked, as the log says)")
+    # vLLM 0.10.0 at tp 8: the assumed node of 8 would book the 18 MiB of buffers the log says are not built
+    # (143 MiB); over nodes of 4 they are not: 143 - 18 = 125 MiB = 131,072,000 B
+    assert non_torch(8, 1, (0, 10, 0), node=node_size(Deployment(8))) == 143 * 2**20
+    assert non_torch(8, 1, (0, 10, 0), node=node_size(dep)) == 131_072_000

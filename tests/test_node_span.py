@@ -95,6 +95,20 @@ def test_fit_says_the_node_the_search_assumed():
     assert "within one node, assumed 8 GPUs per node" in res.stderr
 
 
+def test_attention_dp_checks_the_whole_tp_group_under_both_engines():
+    # tp 1 x dp 16 = 16 ranks in one tp group: SGLang's --tp-size under DP attention (above) and TensorRT-LLM's
+    # tensor_parallel_size under enable_attention_dp (kvplan/engines/trtllm/layout.py: Deployment(1, N) is
+    # tensor_parallel_size N, Mapping.dp_size = tp_size), each the engine's tp_group: 16 / 8 = 2 nodes for both
+    for engine, name in (("sglang", "SGLang's tp group"), ("trtllm", "TensorRT-LLM's tp group")):
+        wide = _spans(_warnings("deepseek-v3", "--gpu", "h200", "--tp", "1", "--dp", "16", "--ep", "16", "--ctx",
+                                "8k", "--engine", engine))
+        assert len(wide) == 1 and wide[0].startswith(name), (engine, wide)
+        assert "of 16 ranks spans 2 nodes (assumed 8 GPUs per node)" in wide[0]
+        # dp 8: 8 ranks, one node
+        assert not _spans(_warnings("deepseek-v3", "--gpu", "h200", "--tp", "1", "--dp", "8", "--ep", "8", "--ctx",
+                                    "8k", "--engine", engine))
+
+
 def test_sglang_dp_attention_checks_its_whole_tp_group():
     # SGLang under DP attention: --tp-size is every rank (attention tp x dp), the group its MoE collectives span
     # (sglang 0.5.9 wheel layers/dp_attention.py L230-244; server_args.py L5143-5145). tp 2 x dp 8 = 16 ranks on

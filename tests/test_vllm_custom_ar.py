@@ -9,8 +9,11 @@ snapshot L163 before the distributed set-up L181, 0.11.0 the set-up L169 before 
 
 from __future__ import annotations
 
+import dataclasses
+
 from kvplan import api
 from kvplan.engines.vllm import custom_ar
+from kvplan.hardware.gpus import find_gpu
 from kvplan.engines.vllm.non_torch import NON_TORCH_TP_LEGACY, NON_TORCH_TP_V011, non_torch
 
 MIB = 2**20
@@ -49,3 +52,36 @@ def test_the_plan_books_18_mib_less_across_nodes_at_0_10():
                      gpus_per_node=16).overhead_bytes_per_gpu
             == api.plan("llama-3.1-405b", "h100-80", tp=16, context="8k", engine="vllm",
                         engine_version="0.10.0").overhead_bytes_per_gpu)
+
+
+def test_more_than_two_pcie_only_gpus_build_none_at_0_10():
+    # 0.10.0 custom_all_reduce.py L134-141: world_size > 2 and not fully connected returns before the buffers. L40S
+    # (interconnect.kind pcie): tp 4 and tp 8 carry the legacy 143 MiB less the 18 MiB never built, 125 MiB =
+    # 131,072,000 B; tp 2 passes on any link (143 MiB, 149,946,368 B)
+    l40s = find_gpu("l40s")
+    assert non_torch(4, 1, (0, 10, 0), gpu=l40s, node=8) == 131_072_000
+    assert non_torch(8, 1, (0, 10, 0), gpu=l40s, node=8) == 131_072_000
+    assert non_torch(2, 1, (0, 10, 0), gpu=l40s, node=8) == 149_946_368
+    # H100 SXM (nvswitch, domain 8): fully connected, built, the constant as fitted
+    assert non_torch(4, 1, (0, 10, 0), gpu=find_gpu("h100-80"), node=8) == 149_946_368
+    # a profile that does not say its fabric keeps the buffers (the constant's fit)
+    assert non_torch(4, 1, (0, 10, 0), gpu=None, node=8) == 149_946_368
+
+
+def test_the_plan_books_18_mib_less_on_pcie_at_tp4():
+    def overhead(gpu):
+        return api.plan("llama-3.1-70b", gpu, tp=4, context="8k", engine="vllm",
+                        engine_version="0.10.0").overhead_bytes_per_gpu
+
+    # the L40S profile (pcie) against the same profile without its fabric (kept as fitted): 18,874,368 B less
+    l40s = find_gpu("l40s")
+    assert overhead(dataclasses.replace(l40s, interconnect_kind=None)) - overhead(l40s) == 18_874_368
+    h100 = find_gpu("h100-80")  # nvswitch, domain 8: built, as with no fabric said
+    assert overhead(dataclasses.replace(h100, interconnect_kind=None)) == overhead(h100)
+
+
+def test_v0_tp1_with_pipeline_stages_has_no_buffers():
+    # a group of one returns before any buffer (0.10.0 L93-95): V0 at tp 1, pp 2 books the legacy 143 MiB less
+    # 18 MiB, 131,072,000 B; tp 1 pp 1 keeps V0's one-GPU 160 MiB
+    assert non_torch(1, 2, (0, 6, 0), node=8) == 131_072_000
+    assert non_torch(1, 1, (0, 6, 0), node=8) == 160 * MIB

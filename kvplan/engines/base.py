@@ -242,7 +242,7 @@ class Engine:
         ans = whole_answers(self.answers(view, dep, stages, one, st, use, cap), dep, self.dcp_tokens_whole)
         plan = assemble(view, gpu, dep, r, prep, budget, stages, use, ans, name=model.name,
                         assumed=(*kv_said, *stage_split.said(dep), *self.assumptions(view, gpu, dep, st)),
-                        pooled=cap.pooled, kv_share=share)
+                        pooled=cap.pooled, kv_share=share, span=self.tp_group(view, dep))
         return EngineResult(plan, cap, self.settings_dict(st, view, dep, r), gpu)
 
     # the engine table's row for weights as loaded, where loading adds to the checkpoint (loaded_extra)
@@ -286,6 +286,11 @@ class Engine:
         priced = _engines_that(lambda cls: cls.lora_price is not Engine.lora_price)
         raise KvplanError(f"{self.name} has no LoRA pricing in kvplan; use {priced.removesuffix(' or ')}",
                           EXIT_USAGE, param="lora", value=lora.text)
+
+    def tp_group(self, model, dep) -> tuple[int, str]:
+        """The ranks of this engine's tensor-parallel group, which the plan checks one node holds
+        (kvplan.planning.plan_warnings.node_span_warnings), and what the engine calls it ("": kvplan's tp)."""
+        return dep.tp, ""
 
     def assumptions(self, model, gpu, dep, st) -> tuple:
         """Plan warnings (kvplan.planning.plan.PlanWarning) for the hardware facts this engine's rules read on

@@ -13,7 +13,9 @@ What each engine's log prints (read 2026-12-07):
   plus the distinct addresses, as far as every host's workers print a line.
 * Both print "Custom allreduce is disabled because this process group spans across nodes" where the tp group spans
   hosts (vLLM 0.11.0 `custom_all_reduce.py` L84-88; fastsafetensors#36 prints it at `custom_all_reduce.py:92`): more
-  than one node, not how many.
+  than one node, not how many. With no count beside it, the check plans with nodes of half the tp group (rounded
+  up): the fewest nodes, two, over which the group spans, so every node rule sees the group across nodes as the log
+  says (the custom all-reduce it says is off is not booked) where the assumed node of 8 would hold a group of 8.
 * TensorRT-LLM: no count; the node size where its command line passes `gpus_per_node` (the LLM API's, read by
   kvplan.engines.trtllm.mlp_split). llama.cpp: RPC servers, no tensor parallelism: nothing read.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import re
 
+from kvplan.core.intmath import cdiv
 from kvplan.core.units import plural
 from kvplan.planning.deploy import Deployment, node_of
 
@@ -47,14 +50,21 @@ def read_nodes(text: str, rec) -> None:
         rec.node_gpus, rec.read["nodes"] = int(size.group(1)), size.group(0)
 
 
-def node_gpus(rec, gpus: int) -> int | None:
-    """GPUs in one node of a deployment of `gpus` GPUs, as the log states them: its node size, or its GPUs over its
-    node count where they divide evenly (SGLang requires it; one node: all of them); None where it states neither."""
+def node_gpus(rec, tp: int, pp: int = 1) -> int | None:
+    """GPUs in one node of a deployment of `tp` x `pp` GPUs, as the log states them: its node size, or its GPUs over
+    its node count where they divide evenly (SGLang requires it; one node: all of them); where it says only that a
+    group spans nodes, half the tp group (spans_node); None where it states none of these."""
     if rec.node_gpus:
         return rec.node_gpus
-    if rec.nodes and gpus % rec.nodes == 0:
-        return gpus // rec.nodes
-    return None
+    if rec.nodes and tp * pp % rec.nodes == 0:
+        return tp * pp // rec.nodes
+    return spans_node(tp) if rec.spans and not rec.nodes else None
+
+
+def spans_node(tp: int) -> int | None:
+    """The node a tp group of `tp` ranks that a log says spans nodes, with no count, is planned with: half the group
+    (rounded up), the fewest nodes (two) that split it; None for one rank (no group to split)."""
+    return cdiv(tp, 2) if tp > 1 else None
 
 
 def node_note(rec, dep, gpu=None) -> str | None:
@@ -64,6 +74,10 @@ def node_note(rec, dep, gpu=None) -> str | None:
         if rec.nodes == 1 and dep.gpus <= node_of(Deployment(), gpu)[0]:
             return None  # one node, within the one kvplan would assume: nothing to say
         return f"nodes of {plural(dep.node_gpus, 'GPU')} (from the log: {rec.read['nodes']})"
+    if rec.spans and dep.node_gpus and dep.node_gpus == spans_node(dep.tp):
+        return (f"the log says a tp group spans nodes but not how many: planned as nodes of "
+                f"{plural(dep.node_gpus, 'GPU')}, half the tp group of {dep.tp} (the fewest nodes, two, that split "
+                "it), so the node rules see the group across nodes (no custom all-reduce booked, as the log says)")
     if rec.spans or dep.tp > node_of(dep, gpu)[0]:
         said = "says a tp group spans nodes but not how many" if rec.spans else "states no node count"
         return f"the log {said}: {node_of(dep, gpu)[1]} for the node rules"

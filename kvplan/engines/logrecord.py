@@ -124,7 +124,7 @@ def logged_deployment(rec: LogRecord, given: int | None, notes: list[str], gpu=N
     if not (given or rec.tp):
         notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
     tp, pp = given or rec.tp or 1, rec.pp or 1
-    dep = Deployment(tp, pp, node_gpus=node_gpus(rec, tp * pp), **logged_split(rec))
+    dep = Deployment(tp, pp, node_gpus=node_gpus(rec, tp, pp), **logged_split(rec))
     notes.append(deployment_said(dep, rec, given))
     notes.extend(filter(None, [node_note(rec, dep, gpu)]))  # the nodes read, or assumed (kvplan.engines.lognodes)
     return dep

@@ -323,12 +323,13 @@ def limit_name(asked: bool) -> str:
 
 def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepared, budget: int,
              stages: tuple[Stage, ...], use: Usage, ans: Answers, name: str | None = None,
-             assumed: tuple[PlanWarning, ...] = (), pooled: PooledStates | None = None, kv_share: float = 1.0) -> Plan:
+             assumed: tuple[PlanWarning, ...] = (), pooled: PooledStates | None = None, kv_share: float = 1.0,
+             span: tuple[int | None, str] = (None, "")) -> Plan:
     """The Plan, with the verdict rules every engine shares: a context past the model's limit, or an
     exact KV budget that does not fit beside the weights, is not a fit (and holds no request).
     `assumed`: the engine's warnings for hardware facts its rules had to assume (Engine.assumptions);
     `pooled`: the engine's state pool, where it keeps the sequences' states in one (Capacity.pooled); `kv_share`:
-    the share of what is left the engine takes (Engine.kv_share)."""
+    the share of what is left it takes (Engine.kv_share); `span`: its tp group's ranks and name (Engine.tp_group)."""
     usable = gpu.memory_usable_bytes
     warnings = []
     fits, conc, max_ctx = ans.fits, ans.max_concurrency, ans.max_context  # max_ctx: for the budget as given
@@ -351,7 +352,7 @@ def assemble(model: ModelSpec, gpu, dep: Deployment, req: Request, prep: Prepare
                                         "memory ({})", (need, usable), ("GiB", "GiB")))
     warnings += memory_warnings(gpu, usable, any(w.topic == UNIFIED for w in assumed))
     warnings += assumed
-    warnings += node_span_warnings(gpu, dep, assumed)  # unless the engine said its own group's
+    warnings += node_span_warnings(gpu, dep, *span)
     step = use.step_bytes / gpu.bandwidth_bytes_per_s
     copies = dep.tp  # every tensor-parallel rank holds its share (or a replicated copy); dcp stripes it
     seq_gpu, seq_rank = _sequence(stages, use, pooled)

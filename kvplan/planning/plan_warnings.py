@@ -102,19 +102,16 @@ def memory_warnings(gpu, usable: int, engine_says_unified: bool = False) -> list
     return out
 
 
-NODE_SPAN = "node_span"  # PlanWarning.topic: a tp group larger than a node, where an engine says its own group
-
-
-def node_span_warnings(gpu, dep, assumed=(), ranks: int | None = None, group: str = "") -> list[PlanWarning]:
+def node_span_warnings(gpu, dep, ranks: int | None = None, group: str = "") -> list[PlanWarning]:
     """A tensor-parallel group larger than a node (kvplan.planning.deploy.node_of) is planned with what kvplan
     cannot price: NCCL's buffers for peers on other nodes, and (unless multi-node NVLink holds the group:
     kvplan.planning.deploy.nvlink_past_node) the tp collectives over the network, not the scale-up link the speed
     terms price (docs/engines.md, "A tensor-parallel group across nodes"). The group is `dep.tp` ranks, or the
-    `ranks` an engine names as its own (`group`: what it calls them; SGLang's --tp-size under DP attention,
-    kvplan.engines.sglang.unpriced); an engine's warning of that topic among `assumed` replaces the plan's."""
+    `ranks` an engine names as its own (`group`: what it calls them; Engine.tp_group: SGLang's --tp-size and
+    TensorRT-LLM's tensor_parallel_size under attention DP, every rank)."""
     node, whose = node_of(dep, gpu)
     ranks = ranks or dep.tp
-    if ranks <= node or any(w.topic == NODE_SPAN for w in assumed):
+    if ranks <= node:
         return []
     nvlink = nvlink_past_node(gpu, ranks)
     link = "multi-node NVLink" if nvlink else "the network: per channel and peer, NCCL_BUFFSIZE each"
@@ -125,4 +122,4 @@ def node_span_warnings(gpu, dep, assumed=(), ranks: int | None = None, group: st
     if not nvlink:
         text += ("; its all-reduces run over the network, not the GPU's scale-up link the speed figures price, so "
                  "those are optimistic")
-    return [PlanWarning.literal(text, topic=NODE_SPAN)]
+    return [PlanWarning.literal(text)]

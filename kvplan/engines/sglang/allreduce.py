@@ -48,23 +48,20 @@ fusion workspace (created at the first forward, after the pool: outside the budg
 from __future__ import annotations
 
 from kvplan.core.caching_allocator import segment_size
-from kvplan.core.intmath import round_up
 from kvplan.engines.base import parse_version
+from kvplan.engines.custom_allreduce import SUPPORTED, fabric_allows, ipc_buffer_bytes
 from kvplan.hardware.facts import vendor_of
 from kvplan.planning.deploy import nvlink_past_node
 
 MIB = 2**20
-MAX_CAR_SIZE = 8 * MIB  # _MAX_CAR_SIZE on CUDA
 RANK_DATA = 8 * MIB  # rank_data = torch.empty(8 MiB)
-META_SIZE = 4096  # meta_size(): sizeof(Signal), a few KiB; any value under 2 MiB gives the same pages
-PAGE = 2 * MIB  # cudaMalloc's granularity
-SUPPORTED = (2, 4, 6, 8)
 MOE_GROUPS_FROM = (0, 4, 10)
 
 
 def instance_bytes() -> int:
-    """Memory one CustomAllreduce holds on its rank: 10 + 8 + 20 = 38 MiB."""
-    return round_up(META_SIZE + MAX_CAR_SIZE, PAGE) + round_up(MAX_CAR_SIZE, PAGE) + segment_size(RANK_DATA)
+    """Memory one CustomAllreduce holds on its rank: the two IPC buffers (kvplan.engines.custom_allreduce) and
+    rank_data's segment, 10 + 8 + 20 = 38 MiB."""
+    return ipc_buffer_bytes() + segment_size(RANK_DATA)
 
 
 def in_nvswitch_domain(gpu, ranks: int) -> bool:
@@ -79,7 +76,7 @@ def enabled(gpu, ranks: int) -> bool:
     """Whether a group of `ranks` GPUs of this profile gets a CustomAllreduce (CUDA branch only)."""
     if ranks not in SUPPORTED or vendor_of(gpu) != "NVIDIA":
         return False
-    return ranks == 2 or in_nvswitch_domain(gpu, ranks)
+    return fabric_allows(gpu, ranks, unknown=False)  # a profile without the fabric: no NVSwitch (needs_fabric)
 
 
 def groups(tp_size: int, ep: int, version: str) -> tuple[int, ...]:

@@ -100,14 +100,14 @@ class Sglang(Engine):
         sglang_dsv4.check_gpu(model, gpu)  # DeepSeek-V4's kernels: the capabilities its releases run on
         version = self.version or self.default_version
         sglang_awq.check_gpu(model, gpu, version)  # AWQ: 4 bits from 0.5.3, compute capability 7.5+
-        tp_size = self._tp_size(model, dep)
+        tp_size = self.tp_group(model, dep)[0]
         dense_tp = sglang_layout.dense_split(self.opts, tp_size)
         sglang_gptq_marlin.check(model, dep, gpu, version, tp_size, dense_tp)  # a shard Marlin's repack refuses
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
-    def _tp_size(self, model, dep) -> int:
-        """SGLang's --tp-size: every rank of the replica group under DP attention, else tp."""
-        return dep.tp * dep.dp if dp_attention(model, dep, self.opts) else dep.tp
+    def tp_group(self, model, dep) -> tuple[int, str]:
+        """SGLang's --tp-size: every rank of the replica group under DP attention (unpriced.NODE_GROUP), else tp."""
+        return (dep.tp * dep.dp, sglang_unpriced.NODE_GROUP) if dp_attention(model, dep, self.opts) else (dep.tp, "")
 
     def view(self, model, st: Settings):
         """Llama 4 without its vision tower where SGLang builds none (kvplan.engines.sglang.multimodal)."""
@@ -121,7 +121,7 @@ class Sglang(Engine):
     def check_layout(self, model, dep) -> None:
         super().check_layout(model, dep)
         sglang_layout.check_pp(self.version or self.default_version, dep.pp)  # --pp-size from 0.4.6.post2
-        tp_size = self._tp_size(model, dep)
+        tp_size = self.tp_group(model, dep)[0]
         dense_tp = sglang_layout.dense_split(self.opts, tp_size)
         fp8_linear.check_sglang(model, dep, self.version or self.default_version, tp_size, dense_tp)  # dense shard
         fp8_blocks.check(model, dep, "sglang", self.version or self.default_version)  # a block-FP8 expert shard
@@ -144,7 +144,7 @@ class Sglang(Engine):
                  and (reads_capability(model, self.opts, version) or sglang_fp8.reads_capability(model, version)
                       or (vendor == "NVIDIA" and sglang_awq.reads_capability(model))
                       or (vendor == "NVIDIA" and sglang_attention.reads_capability(model, self.opts, version))))
-        tp_size = self._tp_size(model, dep)
+        tp_size = self.tp_group(model, dep)[0]
         fabric = sglang_allreduce.needs_fabric(gpu, tp_size)
         facts = (*fact_warnings("SGLang", gpu, (["compute_capability"] if needs else []) +
                                 (["interconnect.kind"] if fabric else [])),  # and the terms it leaves unpriced

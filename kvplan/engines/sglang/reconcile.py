@@ -57,7 +57,7 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp, weight_dtype=None):
     inferred = None if tp or rec.tp else _tp_from_weights(model, rec, out, gpu or assumed_gpu(), version, wdt)
     tp = tp or rec.tp or inferred or 1
     # under pp each stage's pool is its own layers' (the engine's pool_cell); the nodes as the log states them
-    dep = Deployment(tp, rec.pp or 1, node_gpus=node_gpus(rec, tp * (rec.pp or 1)))
+    dep = Deployment(tp, rec.pp or 1, node_gpus=node_gpus(rec, tp, rec.pp or 1))
     out.notes.append(deployment_said(dep, rec, given, inferred=inferred is not None))
     out.notes.extend(filter(None, [node_note(rec, dep, gpu)]))  # read, or assumed (kvplan.engines.lognodes)
     if gpu is None:

@@ -40,7 +40,7 @@ from kvplan.engines.base import parse_version
 from kvplan.hardware.facts import capability_of, vendor_of
 from kvplan.model.layers import has_dsa, has_mla
 from kvplan.planning.deploy import node_size
-from kvplan.planning.plan_warnings import PlanWarning, node_span_warnings
+from kvplan.planning.plan_warnings import PlanWarning
 
 # The group whose ranks a node must hold under DP attention (--enable-dp-attention): SGLang's tp group, --tp-size,
 # every rank (attention tp x dp). Its MoE and dense-MLP collectives and its custom all-reduce run over all of them;
@@ -116,8 +116,8 @@ def fusion_on(model, gpu, tp_size: int, dp_attention: bool, version: str, spans:
 def warnings(model, gpu, tp_size: int, dp_attention: bool, version: str, dep=None) -> tuple[PlanWarning, ...]:
     """The unpriced terms' assumptions for a plan (module docstring): post-capture KV sizing off, where the release
     has it and the model could use it; FlashInfer's fusion workspace outside the budget, where SGLang turns it on (its
-    tp group of `tp_size` on one node or on several: kvplan.planning.deploy.node_size of `dep`); under DP attention,
-    that whole tp group larger than a node (NODE_GROUP), which replaces the plan's check of the attention tp."""
+    tp group of `tp_size` on one node or on several: kvplan.planning.deploy.node_size of `dep`). The node check of
+    the whole tp group under DP attention (NODE_GROUP) is the plan's, through the engine's tp_group."""
     out = []
     v = parse_version(version)
     mla = has_mla(model.layers)
@@ -132,6 +132,4 @@ def warnings(model, gpu, tp_size: int, dp_attention: bool, version: str, dep=Non
             "(tp x 2,048 tokens x hidden size, four buffers a group, rounded by FlashInfer and the driver) is "
             "allocated after the pool, in the 1 - mem_fraction_static headroom, and not priced (the #tokens do "
             "not move)"))
-    if dp_attention and dep is not None:  # the tp group is every rank (node_group)
-        out += node_span_warnings(gpu, dep, ranks=tp_size, group=NODE_GROUP)
     return tuple(out)

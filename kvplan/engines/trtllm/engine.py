@@ -193,6 +193,10 @@ class TrtLlm(Engine):
         place, narrowed = super().placement(model, dep, gpu), mlp_split.splits(model, dep, gpu)
         return place._replace(mlp=narrowed[0], shared=narrowed[1]) if narrowed else place
 
+    def tp_group(self, model, dep) -> tuple[int, str]:
+        """Under attention DP one tp group of every rank, tensor_parallel_size (kvplan/engines/trtllm/layout.py)."""
+        return (dep.tp * dep.dp, adp.NODE_GROUP) if dep.dp > 1 else (dep.tp, "")
+
     def assumptions(self, model, gpu, dep, st) -> tuple:
         """The narrowed DeepSeek-V3 MLP split, where it applies, with the GPUs per node it assumed; on a
         unified-memory GPU the page cache and the OS's share the budget counts (kvplan.engines.trtllm.uma)."""

@@ -37,6 +37,11 @@ from __future__ import annotations
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.planning.layout import Placement
 
+# The group whose ranks a node must hold under attention DP: tensor_parallel_size counts every rank (the layout above),
+# and the MoE collectives run over all of them (Engine.tp_group; docs/engines.md, "A tensor-parallel group across
+# nodes").
+NODE_GROUP = "TensorRT-LLM's tp group under attention DP (its tensor_parallel_size: every rank)"
+
 
 def check_attention_dp(model, dep) -> None:
     """A one-line refusal for a dp layout TensorRT-LLM's attention DP does not run (the module's docstring)."""

@@ -7,8 +7,14 @@
 `rank_data`, a torch tensor, which the non-torch figure does not hold. It builds none where the group spans nodes
 ("Custom allreduce is disabled because this process group spans across nodes": 0.10.0 L83-87, 0.11.0 L84-88, the
 first check, on `in_the_same_node_as`, which a multi-node NVLink rack's trays, being hosts, do not pass in these
-releases; later ones try a cross-node group on MNNVL, vllm#50000 and #53253, outside this rule) or where
-the group's size is not 2, 4, 6 or 8 (`_SUPPORTED_WORLD_SIZES`, L51; 0.10.0 L97-102, 0.11.0 L98-103).
+releases; later ones try a cross-node group on MNNVL, vllm#50000 and #53253, outside this rule), where
+the group's size is not 2, 4, 6 or 8 (`_SUPPORTED_WORLD_SIZES`, L51; 0.10.0 L97-102, 0.11.0 L98-103; a group of one
+returns before it, L93-95: tp 1 builds none, with pipeline stages or not), or where more than two ranks are not fully
+connected ("not supported on more than two PCIe-only GPUs", 0.10.0 L134-141, 0.11.0 L141-147; the 0.9.2 log of
+tests/fixtures/logs/corpus/vllm-debate-qwen3-14b-tp4-pcie.log prints it at tp 4): the fabric is the profile's
+(kvplan.engines.custom_allreduce.fully_connected, which also holds the shared sizes); a profile that does not say
+keeps the buffers, as the constant was fitted. Two ranks pass on any link; the P2P test after it (`_can_p2p`, 0.10.0
+L146-151) is taken to pass (booked on the safe side).
 
 Whether the budget sees them is the snapshot's order. Before 0.11.0 the worker takes its start-up snapshot before the
 distributed set-up (0.10.0 `v1/worker/gpu_worker.py` `init_device`: `MemorySnapshot()` L163, then
@@ -22,21 +28,18 @@ nothing there.
 
 from __future__ import annotations
 
-from kvplan.core.intmath import round_up
+from kvplan.engines.custom_allreduce import SUPPORTED, fabric_allows, ipc_buffer_bytes
 
-MIB = 2**20
-MAX_SIZE = 8 * MIB  # CustomAllreduce's max_size=8192 * 1024
-META_SIZE = 4096  # meta_size(): sizeof(Signal), a few KiB; any value under 2 MiB gives the same pages
-PAGE = 2 * MIB  # cudaMalloc's granularity
-SUPPORTED = (2, 4, 6, 8)  # _SUPPORTED_WORLD_SIZES
-BUFFERS = round_up(META_SIZE + MAX_SIZE, PAGE) + round_up(MAX_SIZE, PAGE)  # 18 MiB: meta_ptrs + buffer_ptrs
+BUFFERS = ipc_buffer_bytes()  # 18 MiB: meta_ptrs + buffer_ptrs
 IN_WINDOW_BEFORE = (0, 11, 0)  # the start-up snapshot moved after the distributed set-up (vllm#25359)
 
 
-def unbuilt_bytes(tp: int, node: int, version: tuple[int, ...]) -> int:
+def unbuilt_bytes(tp: int, node: int, version: tuple[int, ...], gpu=None) -> int:
     """The custom all-reduce buffers a legacy constant holds (fitted where vLLM built them) that a tp group of `tp`
-    ranks over nodes of `node` GPUs does not have: BUFFERS where they fall in the window (before 0.11.0) and vLLM
-    builds none (the group spans nodes, or its size is not a supported one), else 0."""
-    if tp <= 1 or version >= IN_WINDOW_BEFORE:
+    ranks over nodes of `node` GPUs of profile `gpu` does not have: BUFFERS where they fall in the window (before
+    0.11.0) and vLLM builds none (one rank, a group across nodes, a size not supported, more than two ranks not fully
+    connected), else 0."""
+    if version >= IN_WINDOW_BEFORE:
         return 0
-    return BUFFERS if tp > node or tp not in SUPPORTED else 0
+    built = tp <= node and tp in SUPPORTED and fabric_allows(gpu, tp, unknown=True)
+    return 0 if built else BUFFERS

@@ -167,8 +167,9 @@ def non_torch(tp: int, pp: int, version: tuple[int, ...], eager: bool = False, g
     per node (kvplan.planning.deploy.node_size); before 0.11.0 a tp group larger has no custom all-reduce buffers in
     the window (kvplan.engines.vllm.custom_ar)."""
     e = "v0" if v1 is False else era(version)
-    legacy_tp = NON_TORCH_TP_LEGACY - custom_ar.unbuilt_bytes(tp, node, version)
+    legacy_tp = NON_TORCH_TP_LEGACY - custom_ar.unbuilt_bytes(tp, node, version, gpu)
     if e == "v0":
+        # tp 1 with pipeline stages: the legacy figure less the buffers a group of one never builds (custom_ar)
         return V0_NON_TORCH_SINGLE if tp == 1 and pp == 1 else legacy_tp
     graphs = graph_profile_residue(version)
     if tp > 1:

@@ -1,0 +1,48 @@
+"""The custom all-reduce vLLM and SGLang share: its two IPC buffers, its group sizes and its fabric rule.
+
+Both engines carry the same `CustomAllreduce` (vLLM's `distributed/device_communicators/custom_all_reduce.py`, 0.10.0
+sdist; SGLang's copy of it, 0.5.3 wheel): `_SUPPORTED_WORLD_SIZES = [2, 4, 6, 8]` (0.10.0 L51), `max_size=8192 * 1024`
+(SGLang's `_MAX_CAR_SIZE`), and per rank `meta_ptrs`, `cudaMalloc(meta_size() + max_size)`, and `buffer_ptrs`,
+`cudaMalloc(max_size)`, each in whole 2 MiB pages (the driver's granularity): 10 + 8 = 18 MiB. Neither builds one for
+a group of more than two ranks that is not fully connected ("Custom allreduce is disabled because it's not supported
+on more than two PCIe-only GPUs": vLLM 0.10.0 L134-141 and 0.11.0 L141-147, `current_platform.is_fully_connected`,
+NVML's NVLink state for every pair; vllm-project/vllm@00d618aab60448acdf3fac3e9c4e2e22d0c6c753 the same; SGLang's
+`is_full_nvlink`, kvplan.engines.sglang.allreduce). The rest (the node rule, `rank_data`, the window) is each
+engine's: kvplan.engines.vllm.custom_ar, kvplan.engines.sglang.allreduce.
+"""
+
+from __future__ import annotations
+
+from kvplan.core.intmath import round_up
+
+MIB = 2**20
+MAX_SIZE = 8 * MIB  # max_size=8192 * 1024 (SGLang's _MAX_CAR_SIZE on CUDA)
+META_SIZE = 4096  # meta_size(): sizeof(Signal), a few KiB; any value under 2 MiB gives the same pages
+PAGE = 2 * MIB  # cudaMalloc's granularity
+SUPPORTED = (2, 4, 6, 8)  # _SUPPORTED_WORLD_SIZES
+FULL_MESH = ("nvswitch", "xgmi")  # profile fabrics whose `domain` GPUs are linked pair by pair (NVLink / xGMI)
+PARTIAL = ("pcie", "nvlink-bridge")  # fabrics that link no more than two GPUs directly
+
+
+def ipc_buffer_bytes() -> int:
+    """The two cudaMalloc'd buffers one instance holds on its rank: meta_ptrs + buffer_ptrs, 10 + 8 = 18 MiB."""
+    return round_up(META_SIZE + MAX_SIZE, PAGE) + round_up(MAX_SIZE, PAGE)
+
+
+def fully_connected(gpu, ranks: int) -> bool | None:
+    """Whether `ranks` GPUs of this profile are linked pair by pair (`is_fully_connected`): True inside a full-mesh
+    domain that holds them, False on PCIe or bridged pairs, None where the profile does not say (no
+    `interconnect.kind`, or NVLink wired GPU to GPU, where not every pair is linked: DGX-1's hybrid cube mesh)."""
+    kind = getattr(gpu, "interconnect_kind", None)
+    if kind in FULL_MESH:
+        return (getattr(gpu, "interconnect_domain", None) or 0) >= ranks
+    return False if kind in PARTIAL else None
+
+
+def fabric_allows(gpu, ranks: int, unknown: bool) -> bool:
+    """Whether a group of `ranks` (a supported size) passes the fabric check: two ranks always, more only fully
+    connected; `unknown` is the answer where the profile does not say (each engine's assumption)."""
+    if ranks == 2:
+        return True
+    full = fully_connected(gpu, ranks)
+    return unknown if full is None else full

@@ -16,13 +16,12 @@ only when one of its names is first used (kvplan/__init__.py), so the CLI never 
 from __future__ import annotations
 
 import dataclasses
-from functools import partial
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
-from kvplan.compare.cheapest import Candidate, cheapest as rank
+from kvplan.compare.cheapest import Candidate, cheapest as rank, count_deployments
 from kvplan.compare.candidates import search_layouts
 from kvplan.compare.sweep import SweepResult, parse_counts, sweep as run_sweep
 from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
@@ -37,7 +36,7 @@ from kvplan.hardware.prices import load_prices
 from kvplan.model.spec import ModelSpec
 from kvplan.engines.context import limited
 from kvplan.engines.scheduler import with_limits
-from kvplan.planning.deploy import Deployment, count_splits, deployment_for_gpus, node_size
+from kvplan.planning.deploy import Deployment, deployment_for_gpus, node_size
 from kvplan.planning.layout import SEARCH, layout_from_flags
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Plan
 from kvplan.planning.request import MAX_BATCH, read_request
@@ -156,7 +155,8 @@ def sweep(models: Union[str, Sequence[Union[str, ModelSpec]]], *, context: Union
     ranked (SweepResult.plans, best first; deployments a model cannot run in SweepResult.skipped).
 
     Lists are sequences or the CLI's comma-separated text; `models='all'` is the catalog, `gpu='all'`
-    every GPU. A GPU count n <= 8 is tp n, above it tp 8 x pp n/8 (`layouts`: the best layout of n).
+    every GPU. A GPU count n is tp n up to the GPU's node (node_of), pipeline stages for the rest (`layouts`: the best
+    layout of n).
     `prices` is a YAML file of `gpu: price per GPU-hour` (rows are then ranked by cost per user).
     """
     hw = tuple(hw_profiles)
@@ -216,12 +216,9 @@ def cheapest(model: Union[str, ModelSpec], *, concurrency: int, context: int | s
     spec = with_drafter(load_model(model, revision=revision, token=token, timeout=timeout), speculative, chosen,
                         token=token, timeout=timeout)
     spec, _, default = limited(chosen, spec, max_model_len, allow_long_context)
-    if counts and not count_splits(spec, counts, max_gpus):
-        raise KvplanError(f"{spec.name}: no tp x pp split of {', '.join(map(str, counts))} GPUs is valid "
-                          f"({spec.num_attention_heads} attention heads, {spec.num_layers} layers)", EXIT_USAGE,
-                          param="gpu_counts", value=counts)
+    deployments = count_deployments(spec, counts, max_gpus)
     req = read_request(spec, context=context or default, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
-    return rank(spec, gpu_list, req.context, concurrency, deployments=partial(count_splits, spec, counts, max_gpus),
+    return rank(spec, gpu_list, req.context, concurrency, deployments=deployments,
                 min_tokens_per_second=min_tokens_per_second, prices=book,
                 kv_dtype=canonical_kv_dtype(kv_dtype, spec.dtype), kv_auto=req.kv_auto, weight_dtype=req.weight_dtype,
                 gpu_memory_utilization=gmu, block_size=block_size, engine=chosen, max_replicas=replicas,
@@ -304,7 +301,7 @@ def simulate(model: Union[str, ModelSpec], gpu: Union[str, GPU], *, workload: st
     return Simulation(p, summary, series, op, held, fe.meta(requests) if fe else None)
 
 
-def _sim_deployment(spec, gpus, tp, pp, chosen, hw=None) -> Deployment:
+def _sim_deployment(spec, gpus, tp, pp, chosen, hw) -> Deployment:
     """simulate's layout: tp and pp as given, or `gpus` alone split as simulate's CLI splits them (widest tp within
     the GPU `hw`'s node, then pp), as the engine `chosen` deploys it."""
     dep = layout_from_flags(spec, gpus, tp, pp)

@@ -1,6 +1,6 @@
 """A tensor-parallel group larger than a node (kvplan.planning.deploy.node_of): the plan warns on what it does
 not price (kvplan.planning.plan_warnings.node_span_warnings), and SGLang books no custom all-reduce for a tp group
-that spans nodes outside multi-node NVLink (kvplan.engines.sglang.allreduce.one_node).
+that spans nodes outside multi-node NVLink (kvplan.planning.deploy.nvlink_reaches).
 
 Source for the exact term: sglang 0.5.3 wheel `srt/distributed/device_communicators/custom_all_reduce.py` L96-101
 ("Custom allreduce is disabled because this process group spans across nodes", checked before the world size at

@@ -32,23 +32,23 @@ def test_one_instance_by_hand():
 
 
 def test_which_groups_get_one():
-    assert allreduce.custom_allreduce_bytes(H100, 4, 1, "0.4.9") == 39_845_888  # NVSwitch, 4 ranks
-    assert allreduce.custom_allreduce_bytes(H100, 8, 1, "0.5.23") == 39_845_888
-    assert allreduce.custom_allreduce_bytes(H100, 1, 1, "0.4.9") == 0  # one GPU
-    assert allreduce.custom_allreduce_bytes(H100, 3, 1, "0.4.9") == 0  # not a supported world size
-    assert allreduce.custom_allreduce_bytes(H100, 16, 1, "0.4.9") == 0  # past 8 (and past the node)
+    assert allreduce.custom_allreduce_bytes(H100, 4, 1, "0.4.9", node=8) == 39_845_888  # NVSwitch, 4 ranks
+    assert allreduce.custom_allreduce_bytes(H100, 8, 1, "0.5.23", node=8) == 39_845_888
+    assert allreduce.custom_allreduce_bytes(H100, 1, 1, "0.4.9", node=8) == 0  # one GPU
+    assert allreduce.custom_allreduce_bytes(H100, 3, 1, "0.4.9", node=8) == 0  # not a supported world size
+    assert allreduce.custom_allreduce_bytes(H100, 16, 1, "0.4.9", node=8) == 0  # past 8 (and past the node)
     l4 = find_gpu("l4")  # PCIe
-    assert allreduce.custom_allreduce_bytes(l4, 4, 1, "0.4.3.post4") == 0  # "more than two PCIe-only GPUs"
-    assert allreduce.custom_allreduce_bytes(l4, 2, 1, "0.4.3.post4") == 39_845_888  # two GPUs: any link
+    assert allreduce.custom_allreduce_bytes(l4, 4, 1, "0.4.3.post4", node=8) == 0  # "more than two PCIe-only GPUs"
+    assert allreduce.custom_allreduce_bytes(l4, 2, 1, "0.4.3.post4", node=8) == 39_845_888  # two GPUs: any link
     nvl = find_gpu("h100-nvl")  # NVLink-bridged pairs, domain 2
-    assert allreduce.custom_allreduce_bytes(nvl, 4, 1, "0.4.9") == 0
-    assert allreduce.custom_allreduce_bytes(find_gpu("mi300x"), 8, 1, "0.4.9") == 0  # ROCm branch: not modelled
+    assert allreduce.custom_allreduce_bytes(nvl, 4, 1, "0.4.9", node=8) == 0
+    assert allreduce.custom_allreduce_bytes(find_gpu("mi300x"), 8, 1, "0.4.9", node=8) == 0  # ROCm branch: not modelled
 
 
 def test_moe_groups_from_0_4_10():
     # 1 < ep < tp: moe_ep (4 ranks) and moe_tp (8 / 4 = 2 ranks) each build one beside the tp group's: 3 x 38 MiB
     assert allreduce.groups(8, 4, "0.5.3") == (8, 4, 2)
-    assert allreduce.custom_allreduce_bytes(H100, 8, 4, "0.5.3") == 3 * 39_845_888 == 119_537_664
+    assert allreduce.custom_allreduce_bytes(H100, 8, 4, "0.5.3", node=8) == 3 * 39_845_888 == 119_537_664
     assert allreduce.groups(8, 4, "0.4.9") == (8,)  # 0.4.9 builds only tp and pp groups
     assert allreduce.groups(8, 8, "0.5.3") == (8,)  # ep == tp: moe_ep is the tp group, moe_tp has one rank
     assert allreduce.groups(8, 1, "0.5.3") == (8,)

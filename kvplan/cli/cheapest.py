@@ -3,7 +3,6 @@
 Thin: check every input, call the pure kvplan.compare.cheapest, print the ranking (or --json).
 """
 
-from functools import partial
 from typing import Annotated, Optional
 
 import typer
@@ -20,7 +19,7 @@ from kvplan.cli.speed_flags import form_notes, plans_gaps, request_note, speed_b
 from kvplan.speed.coverage import label
 from kvplan.cli.selection import memory_caveats, resolve_gpus, weight_caveats
 from kvplan.cli.workload import SloPercentOpt, SloTpotOpt, SloTtftOpt, WorkloadFlags, sla_text
-from kvplan.compare.cheapest import RANKING, cheapest as rank, failure_summary, not_simulated
+from kvplan.compare.cheapest import RANKING, cheapest as rank, count_deployments, failure_summary, not_simulated
 from kvplan.compare.offload import check_tiers, size_each
 from kvplan.compare.sweep import parse_counts
 from kvplan.compare.replicas import workload_copies
@@ -29,7 +28,6 @@ from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError
 from kvplan.core.units import human_tokens, parse_tokens, plural
 from kvplan.hardware.prices import load_prices
 from kvplan.planning.lora import parse_lora
-from kvplan.planning.deploy import count_splits
 from kvplan.planning.layout import layout_text
 from kvplan.planning.plan import limit_name
 from kvplan.report.export import candidate_row
@@ -65,8 +63,8 @@ def cheapest(
         "--gpu", "-g", help="Comma-separated GPU names or aliases, or `all`. Default: the GPUs --prices prices, else "
         "all.")] = None,
     gpu_counts: Annotated[Optional[str], typer.Option(
-        "--gpu-counts", help="GPU counts to try (n ≤ 8: tp=n; above: tp=8, pp=n/8). Default: the first valid tp of "
-        "1,2,4,...,--max-gpus.")] = None,
+        "--gpu-counts", help="GPU counts to try (tp=n up to the GPU's node, else pp stages). Default: the first "
+        "valid tp of 1,2,4,...,--max-gpus.")] = None,
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest deployment tried without --gpu-counts; with "
                                           "--replicas, the most GPUs the copies take in all.")] = 64,
     kv_dtype: Annotated[str, typer.Option("--kv-dtype",
@@ -131,7 +129,7 @@ def cheapest(
                              loaded_bytes=loaded_as_model_dtype)
     spec = with_speculative(resolved.spec, drafter, token=hub.token, timeout=hub.timeout)
     spec, limit_notes, default_ctx = limited(chosen, spec, max_model_len, allow_long_context)
-    deps = _deployments(spec, counts, max_gpus)  # a count no split can run fails before any notes
+    deps = count_deployments(spec, counts, max_gpus)  # a count no split can run fails before any notes
     print_notes(resolved, chosen)
     for note in limit_notes:
         stderr(f"note: {note}")
@@ -321,12 +319,3 @@ def _layout(c) -> str:
 
 def _money(v) -> str:
     return "–" if v is None else f"{v:,.2f}"
-
-
-def _deployments(spec, counts, max_gpus):
-    """--gpu-counts as kvplan.planning.deploy's one rule splits each for this model, else the search's candidates:
-    a function of each GPU's node size (kvplan.compare.cheapest), checked first on nodes of 8."""
-    if counts and not count_splits(spec, counts, max_gpus):
-        raise KvplanError(f"{spec.name}: no tp x pp split of {', '.join(map(str, counts))} GPUs is valid "
-                          f"({spec.num_attention_heads} attention heads, {spec.num_layers} layers)", EXIT_USAGE)
-    return partial(count_splits, spec, counts, max_gpus)

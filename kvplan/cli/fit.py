@@ -37,7 +37,7 @@ def _request(ctx_tokens: Optional[int], batch: int, kv_dtype: str, weight_dtype,
                         kv_cache_memory=kv_cache_memory, lora=lora, default_context=default_context)
 
 
-def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int], hw=None):
+def _deployment(model, gpus: Optional[int], tp: Optional[int], pp: Optional[int], hw):
     """The deployment --gpus/--tp/--pp ask for (simulate's flags), or None for none: as fit's layout
     flags, except that --gpus alone takes the default split (widest tp within the GPU `hw`'s node, then pp)."""
     dep = layout_from_flags(model, gpus, tp, pp)

@@ -56,8 +56,8 @@ def sweep(
     ctx: Annotated[str, typer.Option("--ctx", "-c", help="Comma-separated contexts: 8k,32k,128k (k = 1024).")],
     gpu: Annotated[str, typer.Option("--gpu", "-g", help=GPU_LIST_HELP)] = "all",
     gpu_counts: Annotated[str, typer.Option(
-        "--gpu-counts", help="GPUs per deployment, comma-separated: n ≤ 8 is tp=n; above, tp=8 and "
-        "pp=n/8.")] = "1,2,4,8",
+        "--gpu-counts", help="GPUs per deployment, comma-separated: tp=n up to the GPU's node (its profile's "
+        "node_gpus, else 8), pipeline stages for the rest.")] = "1,2,4,8",
     kv_dtype: Annotated[str, typer.Option(
         "--kv-dtype", help="Comma-separated KV cache dtypes: auto (model's), bf16, fp8, ...")] = "auto",
     weight_dtype: Annotated[Optional[str], typer.Option(

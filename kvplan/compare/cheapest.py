@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Callable, Sequence
 
 from kvplan.compare.candidates import try_deployments
 from kvplan.compare.replicas import layout_deployments, replicated
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg, out_of_range
 from kvplan.engines import resolve_engine
-from kvplan.planning.deploy import Deployment, node_size
+from kvplan.planning.deploy import Deployment, count_splits, node_size
 from kvplan.planning.lora import parse_lora
 from kvplan.planning.layout import layout_text
 from kvplan.planning.plan import Plan, Request
@@ -27,6 +28,16 @@ from kvplan.speed.plan import plan_decode_seconds
 
 RANKING = ("cost per hour (price per GPU-hour x GPUs) where the GPU has a price; GPUs without a "
            "price after, by GPU count; ties: fewer GPUs, then more spare concurrency, then faster decode")
+
+
+def count_deployments(spec, counts, max_gpus):
+    """--gpu-counts as kvplan.planning.deploy's one rule splits each for this model (count_splits, a function of
+    each GPU's node size), refused in one line where no count has a valid split."""
+    if counts and not count_splits(spec, counts, max_gpus):
+        raise KvplanError(f"{spec.name}: no tp x pp split of {', '.join(map(str, counts))} GPUs is valid "
+                          f"({spec.num_attention_heads} attention heads, {spec.num_layers} layers)", EXIT_USAGE,
+                          param="gpu_counts", value=counts)
+    return partial(count_splits, spec, counts, max_gpus)
 
 
 @dataclass(frozen=True)

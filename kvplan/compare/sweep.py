@@ -23,7 +23,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.compare.candidates import attempt, try_deployments
 from kvplan.engines import resolve_engine
 from kvplan.planning.lora import parse_lora
-from kvplan.planning.deploy import Deployment, deployment_for_gpus, node_of
+from kvplan.planning.deploy import Deployment, deployment_for_gpus, node_of, node_size
 from kvplan.planning.layout import candidate_layouts, layout_rank_key
 from kvplan.planning.plan import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, Plan, Request
 from kvplan.speed.plan import DecodeSteps
@@ -168,7 +168,7 @@ def node_groups(gpus) -> list[tuple[int, list]]:
     """The GPUs by the node size their plans keep tp within (kvplan.planning.deploy.node_of), in first-seen order."""
     groups: dict[int, list] = {}
     for gpu in gpus:
-        groups.setdefault(node_of(Deployment(), gpu)[0], []).append(gpu)
+        groups.setdefault(node_size(None, gpu), []).append(gpu)
     return list(groups.items())
 
 

@@ -26,7 +26,7 @@ import re
 
 from kvplan.core.intmath import cdiv
 from kvplan.core.units import plural
-from kvplan.planning.deploy import Deployment, node_of
+from kvplan.planning.deploy import node_of, node_size
 
 SPANS = "process group spans across nodes"  # vLLM's and SGLang's custom all-reduce, off for a group over hosts
 _COUNT = re.compile(r"(?:\bnnodes=|--nnodes[= ]|'nnodes': )(\d{1,4})\b")
@@ -71,14 +71,14 @@ def node_note(rec, dep, gpu=None) -> str | None:
     """check-log's line on nodes: the node size read and where, or, where the log runs several nodes (it says a group
     spans them) or its tp group is larger than the assumed node, that the node count is kvplan's assumption."""
     if "nodes" in rec.read and dep.node_gpus:
-        if rec.nodes == 1 and dep.gpus <= node_of(Deployment(), gpu)[0]:
+        if rec.nodes == 1 and dep.gpus <= node_size(None, gpu):
             return None  # one node, within the one kvplan would assume: nothing to say
         return f"nodes of {plural(dep.node_gpus, 'GPU')} (from the log: {rec.read['nodes']})"
     if rec.spans and dep.node_gpus and dep.node_gpus == spans_node(dep.tp):
         return (f"the log says a tp group spans nodes but not how many: planned as nodes of "
                 f"{plural(dep.node_gpus, 'GPU')}, half the tp group of {dep.tp} (the fewest nodes, two, that split "
                 "it), so the node rules see the group across nodes (no custom all-reduce booked, as the log says)")
-    if rec.spans or dep.tp > node_of(dep, gpu)[0]:
+    if rec.spans or dep.tp > node_size(dep, gpu):
         said = "says a tp group spans nodes but not how many" if rec.spans else "states no node count"
         return f"the log {said}: {node_of(dep, gpu)[1]} for the node rules"
     return None

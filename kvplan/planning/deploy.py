@@ -72,6 +72,13 @@ def nvlink_past_node(gpu, ranks: int) -> bool:
     return getattr(gpu, "interconnect_kind", None) == "nvswitch" and domain >= ranks and domain > node_size(None, gpu)
 
 
+def nvlink_reaches(gpu, ranks: int, node: int) -> bool:
+    """Whether a group of `ranks` GPUs sits on one node of `node` GPUs or inside multi-node NVLink
+    (nvlink_past_node): where an engine's NVLink-only buffers (a custom all-reduce, FlashInfer's fusion workspace)
+    can be shared by every rank."""
+    return ranks <= node or nvlink_past_node(gpu, ranks)
+
+
 # How an engine cuts n layers over pp stages where nobody set layers per stage (kvplan.engines.stage_split.CUTS says
 # which engine release cuts which way, with the source lines): the remainder's layers go to
 MIDDLE = "middle"  # the stages before the last, from the second-to-last backwards (vLLM 0.8.0 on: 61 / 4 15,15,16,15)

@@ -80,8 +80,8 @@ def batch_wait(rate: float, timeout: int, needed: float) -> float:
     """Mean iterations a request is held by batch waiting (the module's docstring): `needed` held prompts release the
     batch (k = ceil(needed)), else `timeout` iterations after the first is held; Poisson arrivals at `rate` an
     iteration. 0 where k <= 1 or no timeout."""
-    k = math.ceil(needed - 1e-9)
-    if timeout <= 0 or k <= 1:
+    k = _threshold(timeout, needed)
+    if k is None:
         return 0.0
     t_max, lam = float(timeout), max(0.0, rate)
     top = _last(lam * t_max, k)
@@ -94,6 +94,13 @@ def batch_wait(rate: float, timeout: int, needed: float) -> float:
             pmf *= mu / (n + 1)
         total += inside * h
     return total / release_group(lam * t_max, k)[0]
+
+
+def _threshold(timeout: int, needed: float) -> int | None:
+    """The held prompts k = ceil(needed) that release a batch, or None where batch waiting holds nothing (no timeout,
+    or k <= 1)."""
+    k = math.ceil(needed - 1e-9)
+    return k if timeout > 0 and k > 1 else None
 
 
 def _last(mu: float, k: int) -> int:
@@ -137,8 +144,8 @@ def released(load, running: float) -> float:
     docstring): E[G^2] / E[G], G = 1 + min(N(T), k - 1) a cycle, N(T) Poisson at the arrivals over the timeout T;
     1 where nothing is held (no batch waiting, a lone request, k <= 1 or no timeout)."""
     waiting = _batch_waiting(load, running)
-    k = math.ceil(waiting[2] - 1e-9) if waiting else 1
-    if not waiting or waiting[1] <= 0 or k <= 1:
+    k = _threshold(waiting[1], waiting[2]) if waiting else None
+    if k is None:
         return 1.0
     first, second = release_group(max(0.0, waiting[0]) * waiting[1], k)
     return second / first

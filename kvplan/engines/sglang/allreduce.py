@@ -51,7 +51,7 @@ from kvplan.core.caching_allocator import segment_size
 from kvplan.engines.base import parse_version
 from kvplan.engines.custom_allreduce import SUPPORTED, fabric_allows, ipc_buffer_bytes
 from kvplan.hardware.facts import vendor_of
-from kvplan.planning.deploy import nvlink_past_node
+from kvplan.planning.deploy import nvlink_reaches
 
 MIB = 2**20
 RANK_DATA = 8 * MIB  # rank_data = torch.empty(8 MiB)
@@ -88,16 +88,12 @@ def groups(tp_size: int, ep: int, version: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def one_node(gpu, ranks: int, node: int | None) -> bool:
-    """Whether a group of `ranks` GPUs may hold a CustomAllreduce by where it sits: on one node of `node` GPUs (None:
-    not said), or across nodes inside multi-node NVLink (nvlink_past_node), booked on the safe side."""
-    return node is None or ranks <= node or nvlink_past_node(gpu, ranks)
-
-
-def custom_allreduce_bytes(gpu, tp_size: int, ep: int, version: str, node: int | None = None) -> int:
+def custom_allreduce_bytes(gpu, tp_size: int, ep: int, version: str, node: int) -> int:
     """Bytes per rank the custom all-reduce holds before the weights load (0 where SGLang builds none). `node`: GPUs
-    per node (kvplan.planning.deploy.node_size); a group of more ranks spans nodes (one_node)."""
-    return sum(instance_bytes() for n in groups(tp_size, ep, version) if enabled(gpu, n) and one_node(gpu, n, node))
+    per node (kvplan.planning.deploy.node_size); a group of more ranks builds one only inside multi-node NVLink
+    (kvplan.planning.deploy.nvlink_reaches)."""
+    return sum(instance_bytes() for n in groups(tp_size, ep, version)
+               if enabled(gpu, n) and nvlink_reaches(gpu, n, node))
 
 
 def needs_fabric(gpu, tp_size: int) -> bool:

@@ -61,7 +61,7 @@ import dataclasses
 from kvplan.core.intmath import round_up
 from kvplan.engines.vllm import custom_ar
 from kvplan.model.spec import PLAIN_BYTES
-from kvplan.planning.deploy import nvlink_past_node
+from kvplan.planning.deploy import NODE_GPUS, nvlink_reaches
 
 MIB = 2**20
 
@@ -117,7 +117,7 @@ def across_nodes(gpu, tp: int, node: int) -> bool:
     descriptor passed by pidfd, which reaches no other host (flashinfer `comm/mnnvl.py` SymmDeviceMemory): the
     creation fails, vLLM warns ("Failed to initialize FlashInfer All Reduce workspace", L778-784) and runs without
     the pass. What a failed attempt leaves allocated was not read: kvplan books none."""
-    return tp <= node or nvlink_past_node(gpu, tp)
+    return nvlink_reaches(gpu, tp, node)
 
 
 def multicast_sm(gpu) -> int | None:
@@ -140,7 +140,7 @@ def corpus_gpu(gpu):
 
 def fi_allreduce_workspace(version: tuple[int, ...], tp: int, hidden: int, dtype_bytes: int = 2,
                            max_tokens: int = 8192, pp: int = 1, dp: int = 1, eager: bool = False,
-                           gpu=None, node: int = 8) -> int:
+                           gpu=None, node: int = NODE_GPUS) -> int:
     """Bytes per rank of FlashInfer's all-reduce fusion workspace (0 where vLLM does not create it). `node`: GPUs per
     node (kvplan.planning.deploy.node_size); a tp group larger gets it only inside multi-node NVLink (across_nodes)."""
     if not workspace_possible(version, tp, pp, dp, eager) or not across_nodes(gpu, tp, node):
@@ -160,7 +160,7 @@ def fi_allreduce_workspace(version: tuple[int, ...], tp: int, hidden: int, dtype
 
 
 def non_torch(tp: int, pp: int, version: tuple[int, ...], eager: bool = False, gpu=None,
-              dp: int = 1, model=None, max_tokens: int = 8192, v1: bool | None = None, node: int = 8) -> int:
+              dp: int = 1, model=None, max_tokens: int = 8192, v1: bool | None = None, node: int = NODE_GPUS) -> int:
     """vLLM's non-torch increase on one rank (bytes); `model` (hidden size, dtype) and `max_tokens`
     (max_num_batched_tokens) size the FlashInfer workspace, which is left out without a model. `v1` False: a
     0.8-0.10 run on the V0 fallback, whose worker measures as V0's does (kvplan.engines.vllm.v0_fallback). `node`: GPUs

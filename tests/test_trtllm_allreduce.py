@@ -44,3 +44,14 @@ def test_the_plan_books_it_before_the_pool():
     assert one.overhead_bytes_per_gpu - spread.overhead_bytes_per_gpu == 2_149_580_800
     # kv = (total - weights - overhead) x 0.9, so the pool is 0.9 x the workspace smaller on one node
     assert abs((spread.kv_memory_bytes_per_gpu - one.kv_memory_bytes_per_gpu) - 0.9 * 2_149_580_800) < 2
+
+
+def test_attention_dp_says_the_whole_groups_workspace_it_does_not_book():
+    from kvplan import api
+    # tp 1 x dp 8 on one node, 1.2.0: the whole group of 8 would take 8 x 64 + 2 + 3 x 8 x 64 = 2,050 MiB a rank
+    # (the hand sum above); kvplan books the attention tp's (tp 1: none) and says the rest in a warning
+    said = [str(w) for w in api.plan("deepseek-v3", "h200", tp=1, dp=8, ep=8, engine="trtllm", engine_version="1.2.0",
+                                     context=8192).warnings]
+    assert any("up to 2,050 MiB smaller" in w for w in said)
+    said = [str(w) for w in api.plan("deepseek-v3", "h200", tp=8, engine="trtllm", context=8192).warnings]
+    assert not any("under attention DP" in w for w in said)

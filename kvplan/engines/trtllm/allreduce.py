@@ -55,3 +55,16 @@ def workspace_bytes(tp: int, node: int, version: str | None) -> int:
         return 0
     size = workspace_size(tp, version)
     return sum(round_up(b, PAGE) for b in (size * tp, BARRIERS_PER_RANK * tp, 3 * size * tp))
+
+
+def unbooked_under_dp(dp: int, tp: int, node: int, version: str | None) -> str | None:
+    """What a plan under attention DP leaves out: kvplan books the workspace by the attention tp (`workspace_bytes`),
+    while TensorRT-LLM's tensor_parallel_size there is the whole tp x dp group; whether its AllReduce modules open the
+    workspace on that mapping was not read, so the bytes it would take are said, not booked. None without DP or
+    where the whole group would open none (across nodes)."""
+    whole = workspace_bytes(tp * dp, node, version) if dp > 1 else 0
+    if not whole:
+        return None
+    return (f"TensorRT-LLM's all-reduce workspace under attention DP is not booked: if its AllReduce modules open it "
+            f"on the whole group of {tp * dp} ranks, each rank's KV pool is up to {whole / MIB:,.0f} MiB smaller than "
+            "shown (kvplan.engines.trtllm.allreduce; the mapping they use was not read)")

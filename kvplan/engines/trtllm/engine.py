@@ -203,7 +203,9 @@ class TrtLlm(Engine):
         said = mlp_split.note(model, dep, gpu)
         uma = trtllm_uma.warnings(gpu, st.os_memory, st.page_cache, weight_bytes(model).total,
                                   st.free_gpu_memory_fraction)  # () on a discrete GPU without the options
-        return ((PlanWarning.literal(said),) if said else ()) + tuple(w._replace(topic=UNIFIED) for w in uma)
+        dp_ws = allreduce.unbooked_under_dp(dep.dp, dep.tp, node_size(dep, gpu), st.version)
+        return (((PlanWarning.literal(said),) if said else ()) + ((PlanWarning.literal(dp_ws),) if dp_ws else ())
+                + tuple(w._replace(topic=UNIFIED) for w in uma))
 
     def result(self, model, gpu, dep, req):
         """The base engine's plan, and on a unified-memory GPU where the weights, page cache and OS's share leave

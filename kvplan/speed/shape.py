@@ -39,7 +39,8 @@ from kvplan.speed.model import (absorbed_prefill, custom_allreduce_bytes, engine
                                 measured_allreduce_kernel)
 from kvplan.speed.mxfp4 import moe_block_m, mxfp4_precision
 from kvplan.speed.recurrent import recurrent_flops
-from kvplan.speed.terms import Shape, allreduce_table, fabric_latency, gemm_rate, link
+from kvplan.speed.allreduce import allreduce_table, fabric_latency, link
+from kvplan.speed.terms import Shape, gemm_rate
 
 _BIG = 1 << 40
 # A recurrent layer's states are kept in the model's dtype, not the KV cache's: SGLang's conv states in

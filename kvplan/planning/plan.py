@@ -1,6 +1,5 @@
-"""One plan's arithmetic: what a deployment of a model on a GPU holds, and how fast it decodes.
-
-Pure arithmetic over frozen specs: no I/O, no printing, no environment, no units.
+"""One plan's arithmetic: what a deployment of a model on a GPU holds, and how fast it decodes. Pure arithmetic over
+frozen specs: no I/O, no printing, no environment, no units.
 
 Per GPU the KV budget is usable memory x utilisation, minus this rank's weights, minus an overhead
 (or exactly `kv_cache_memory_bytes`, as vLLM's --kv-cache-memory). A sequence's cost on a rank is

@@ -22,7 +22,8 @@ from kvplan.bench.running import running
 from kvplan.engines.scheduler import resident_context
 from kvplan.speed.corpus import in_training, read_corpus
 from kvplan.speed.fit import build_all, settle
-from kvplan.speed.load import RATE_METRICS, at_rate, batch_and_mode, decode_context
+from kvplan.speed.bench_load import at_rate, decode_context
+from kvplan.speed.load import RATE_METRICS, batch_and_mode
 from kvplan.speed.model import coefficients, decode_features
 from kvplan.speed.score import REPORTED
 from kvplan.speed.terms import TERMS

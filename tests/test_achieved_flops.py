@@ -61,7 +61,7 @@ def test_fp8_weights_read_the_measured_fp8_rate_and_the_roofline_stays_at_bf16()
     assert (s.gemm_rate, s.bf16_rate, s.peak_bf16_rate) == (1402.6e12, 794.5e12, 989e12)
     f = features(s, 1000, 1, 0, 0)
     # FP8 Llama 3.1 8B: the LM head's 2 x 128,256 x 4,096 = 1.050673152e9 for its one sampled position at the bf16
-    # rate (an fp8 checkpoint keeps it in 16 bits: kvplan.model.spec.weight_bytes) = 0.0013 ms, the other
+    # rate (an fp8 checkpoint keeps it in 16 bits: kvplan.model.weights.weight_bytes) = 0.0013 ms, the other
     # 1.3959176192e13 at fp8's 1,402.6e12 = 9.9524 ms: 9.9537 ms (11.275 ms with the head on all 1,000 tokens)
     assert f[TERMS.index("gemm")] == pytest.approx(9.9537e-3, rel=1e-4)
     assert roofline(s, 1000, 1, 0, 0) == pytest.approx(1.3960226865e13 / 989e12)  # every FLOP at the bf16 datasheet

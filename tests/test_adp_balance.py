@@ -8,7 +8,8 @@ import pytest
 from kvplan.bench.running import Running, case_balance, running
 from kvplan.engines.scheduler import balance_iters
 from kvplan.speed.balance import arrivals, balance_wait, held_back
-from kvplan.speed.load import Load, combos
+from kvplan.speed.bench_load import Load
+from kvplan.speed.load import combos
 from conftest import speed_cases
 
 # TensorRT-LLM 1.x's PyTorch executor, py_executor.py `_balance_adp_requests` (kvplan.engines.scheduler's citation):

@@ -20,7 +20,8 @@ from __future__ import annotations
 import pytest
 
 from kvplan.hardware.gpus import find_gpu
-from kvplan.speed.terms import TERMS, Shape, features, link
+from kvplan.speed.allreduce import link
+from kvplan.speed.terms import TERMS, Shape, features
 
 MI300X, MI325X, MI355X, MI300A = (find_gpu(k) for k in ("mi300x", "mi325x", "mi355x", "mi300a"))
 

@@ -25,7 +25,8 @@ from conftest import speed_corpus
 from kvplan.bench import detect, load as bench_load
 from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fields import arrival_of
-from kvplan.speed.load import Load, combos
+from kvplan.speed.bench_load import Load
+from kvplan.speed.load import combos
 from kvplan.speed.queueing import arrival_cv2, arrival_wait
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"

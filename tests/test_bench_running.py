@@ -16,7 +16,7 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import Case
 from kvplan.speed.fit import Built
-from kvplan.speed.load import Load
+from kvplan.speed.bench_load import Load
 
 LLAMA = find_in_catalog("llama-3.1-8b-instruct")
 

@@ -16,7 +16,8 @@ from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.engine import Engine, EngineConfig
 from kvplan.simulator.workload import SimRequest
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.load import Load, combos, drain_steps, value
+from kvplan.speed.bench_load import Load, drain_steps
+from kvplan.speed.load import combos, value
 from kvplan.speed.spread import symmetric_cv2, uniform_cv2
 
 S = 0.01  # seconds a step

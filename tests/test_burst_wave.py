@@ -17,7 +17,8 @@ from kvplan.simulator.workload import SimRequest
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.engines.scheduler import budget_bound
 from kvplan.speed.corpus import case_of, generated
-from kvplan.speed.load import Load, combos, value
+from kvplan.speed.bench_load import Load
+from kvplan.speed.load import combos, value
 
 S = 0.01  # seconds a step
 

@@ -17,7 +17,7 @@ import json
 import pytest
 
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.core.dtypes import BF16, FP8
 from kvplan.planning.profile import kv_profile
 

@@ -17,7 +17,7 @@ from conftest import one_line_error
 from kvplan.cli import app
 from kvplan.engines.log_weights import log_weight_dtype, stated_format
 from kvplan.engines.logparse import parse_log
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.sources.catalog import find_in_catalog
 
 CORPUS = Path(__file__).parent / "fixtures" / "logs" / "corpus"

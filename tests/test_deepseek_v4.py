@@ -86,7 +86,7 @@ def test_parameters_match_deepseeks_published_count():
 
 
 def test_weights_ship_fp4_experts_and_fp8_blocks():
-    from kvplan.model.spec import weight_bytes
+    from kvplan.model.weights import weight_bytes
 
     w = weight_bytes(flash())
     assert flash().quantization.experts_method == "mxfp4"

@@ -21,7 +21,8 @@ from kvplan.engines.scheduler import lockstep_mixed, lockstep_workers
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import one_engine_dp
-from kvplan.speed.load import Load, combos, value
+from kvplan.speed.bench_load import Load
+from kvplan.speed.load import combos, value
 from kvplan.speed.model import decode_seconds
 from kvplan.speed.shape import shape_for
 from conftest import speed_cases

@@ -9,7 +9,8 @@ sgl-project/sglang@00114aef19bbb7431b9cfc5a77dce64b9c53ed95:python/sglang/srt/mo
 import pytest
 
 from kvplan.speed.model import StepModel
-from kvplan.speed.terms import TERMS, Shape, features, moves_tokens, ring_latency
+from kvplan.speed.allreduce import ring_latency
+from kvplan.speed.terms import TERMS, Shape, features, moves_tokens
 
 # DeepSeek-R1's layout (config.json: 61 layers, 58 MoE, hidden 7,168, top-8) on 8 GPUs of an NVSwitch board
 BASE = dict(dense_bytes=2_000_000_000, expert_bytes=46_000_000_000, num_experts=256, top_k=8, expert_params=3.2e8,

@@ -14,7 +14,7 @@ import copy
 
 import pytest
 
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.core.errors import KvplanError
 from kvplan.readers.exclusion_rules import boundary_matcher, exact_matcher
 from kvplan.sources.importer import build_spec

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.model.weight_formats import block_linear_bytes, linear_bytes, scale_count
 from kvplan.sources.catalog import find_in_catalog, spec_from_dict, spec_to_dict
 from kvplan.sources.importer import build_spec

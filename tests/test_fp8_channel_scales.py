@@ -31,7 +31,7 @@ import pytest
 
 from kvplan.api import plan
 from kvplan.core.errors import KvplanError
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.sources.importer import build_spec
 

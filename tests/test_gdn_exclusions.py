@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.core.errors import KvplanError
 from kvplan.engines import fp8_linear
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.sources.importer import build_spec
 

@@ -284,7 +284,7 @@ def test_a_gpt_oss_mxfp4_file_is_planned_from_its_own_bytes(tmp_path):
     write_gguf(path, {**_metadata("gpt-oss", cfg), "general.file_type": 38}, tensors)
     spec, _ = spec_from_gguf(path, "g")
     assert (spec.quantization.method, spec.quantization.experts_only) == ("mxfp4", True)
-    from kvplan.model.spec import weight_bytes
+    from kvplan.model.weights import weight_bytes
 
     w = weight_bytes(spec)
     assert w.experts == 24 * 423_014_400 == 10_152_345_600 and w.total == read_gguf(path).total_bytes

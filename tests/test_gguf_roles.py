@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.core.errors import KvplanError
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.sources.gguf import spec_from_gguf
 from kvplan.sources.gguf_file import read_gguf
 

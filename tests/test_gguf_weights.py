@@ -7,7 +7,7 @@ import pytest
 
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES, canonical_weight_dtype, gguf_bits_per_weight
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 
 GIB = 2**30
 

@@ -15,7 +15,7 @@ from kvplan.speed.fit import build_all, predict, rows_for
 from kvplan.readers.chat_format import chat_format
 from kvplan.speed.frontend import endpoint_of, native_chat
 from kvplan.speed.frontend import ingress_queue, ingress_rate
-from kvplan.speed.load import Load
+from kvplan.speed.bench_load import Load
 from kvplan.speed.model import coefficients
 from kvplan.speed.terms import TERMS
 from conftest import speed_cases

@@ -10,7 +10,7 @@ Expected bytes are hand arithmetic from the configs' shapes.
 
 from __future__ import annotations
 
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.sources.importer import build_spec
 
 from conftest import LLAMA_31_8B, llm_compressor_w8a8

@@ -11,7 +11,8 @@ import json
 
 from conftest import write_safetensors
 
-from kvplan.model.spec import linear_bytes, weight_bytes
+from kvplan.model.weight_formats import linear_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.sources.importer import build_spec
 
 # A small Llama: hidden 64, 2 layers, 4 heads of 16, 2 KV heads, MLP 128, vocab 100, untied head.

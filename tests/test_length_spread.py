@@ -21,7 +21,7 @@ from kvplan.simulator.engine import Engine, EngineConfig
 from kvplan.simulator.workload import SimRequest
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import case_of, output_cv2
-from kvplan.speed.load import Load, decode_context
+from kvplan.speed.bench_load import Load, decode_context
 from kvplan.speed.spread import SHAREGPT_OUTPUT_CV2, length_biased, uniform_cv2
 from conftest import speed_cases
 

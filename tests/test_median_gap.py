@@ -7,7 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from kvplan.speed.corpus import median_gap, targets
-from kvplan.speed.load import Load, combos, value
+from kvplan.speed.bench_load import Load
+from kvplan.speed.load import combos, value
 from conftest import speed_cases
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"

@@ -17,7 +17,7 @@ from conftest import shared_config
 from kvplan.core.errors import KvplanError
 from kvplan.engines import resolve_engine
 from kvplan.hardware.gpus import find_gpu
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
 from kvplan.readers.modelopt import glob_entry, with_quant_file

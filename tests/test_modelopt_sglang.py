@@ -15,7 +15,7 @@ from __future__ import annotations
 from test_modelopt import _spec
 
 from kvplan.engines.sglang.quant_methods import as_read, restated
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.readers.modelopt_sglang import matcher
 
 

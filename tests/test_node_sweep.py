@@ -75,3 +75,28 @@ def test_cheapest_and_the_smallest_fit_read_the_gpus_node():
     engine = resolve_engine(None, None, [])
     best = smallest_fitting(L405, GB200, Request(context=32768, batch=64), engine)
     assert best.plan.deployment.gpus > 4 and best.plan.deployment.tp == 4  # 810 GB of weights: past one tray
+
+
+def test_sweep_names_the_gpus_of_a_node_size_group_it_skips():
+    # by hand, 512 GPUs of llama-3.1-405b (126 layers): nodes of 8 (h100-sxm, assumed) give tp 8 x pp 64, 64 stages
+    # of 126 layers, planned; trays of 4 (gb200, gb300: node_gpus 4) give tp 4 x pp 128, 128 stages > 126 layers,
+    # then tp 2 x pp 256 and tp 1 x pp 512, none valid: the trays' group alone is skipped, and its line names them
+    app = whole_app()
+    args = ["sweep", "-m", "llama-3.1-405b", "--ctx", "8k", "--gpu-counts", "512"]
+    res = CliRunner().invoke(app, [*args, "--gpu", "h100,gb200,gb300"])
+    assert res.exit_code == 0, res.output
+    (line,) = [x for x in res.stderr.splitlines() if x.startswith("skipped: ")]
+    assert line.startswith("skipped: llama-3.1-405b: 512 GPUs (tp 4 × pp 128) on gb200, gb300 skipped, "), line
+    # one group, every GPU of the sweep: nothing to tell apart, no names
+    res = CliRunner().invoke(app, [*args, "--gpu", "gb200,gb300"])
+    (line,) = [x for x in res.stderr.splitlines() if x.startswith("skipped: ")]
+    assert line.startswith("skipped: llama-3.1-405b: 512 GPUs (tp 4 × pp 128) skipped, "), line
+    # the whole catalog: its nodes-of-8 group is every profile but the trays, tp 8 x pp 64 planned; 1,024 GPUs skip
+    # both groups (tp 8 x pp 128 and tp 4 x pp 256 past 126 layers), the long one named by three and a count, so the
+    # names fit an 80-column terminal's line
+    res = CliRunner().invoke(app, [*args[:-1], "1024", "--gpu", "all", "--top", "0"])
+    lines = [x for x in res.stderr.splitlines() if x.startswith("skipped: ")]
+    assert len(lines) == 2, res.stderr
+    names = [x.split(") on ", 1)[1].split(" skipped, ")[0] for x in lines]
+    assert names[1] == "gb200, gb300" and names[0].endswith(" more"), names
+    assert all(len(n) <= 80 for n in names) and names[0].count(", ") == 2, names

@@ -18,7 +18,8 @@ from kvplan.readers.configs import Cfg
 from kvplan.engines.vllm.overhead import nvfp4_scale_padding
 from kvplan.hardware.gpus import find_gpu
 from kvplan.core.errors import KvplanError
-from kvplan.model.spec import Quantization, linear_bytes
+from kvplan.model.spec import Quantization
+from kvplan.model.weight_formats import linear_bytes
 from kvplan.readers.quantization import read_quantization
 
 

@@ -16,7 +16,8 @@ from kvplan.bench.running import running
 from kvplan.engines.joining import joins_after_prefill
 from kvplan.speed.corpus import in_training
 from kvplan.speed.fit import build_all, predict, settle
-from kvplan.speed.load import Load, at_rate, batch_and_mode, combos, decode_context, value
+from kvplan.speed.bench_load import Load, at_rate, decode_context
+from kvplan.speed.load import batch_and_mode, combos, value
 from kvplan.speed.model import coefficients, decode_features
 from conftest import speed_cases
 

@@ -13,7 +13,7 @@ import yaml
 
 from conftest import CONFIGS
 from kvplan.readers.configs import spec_from_config
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 
 
 def published() -> dict:

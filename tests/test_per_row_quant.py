@@ -16,7 +16,7 @@ Before this change both branches priced the same (groups of 128 for -1): a diffe
 
 from __future__ import annotations
 
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.sources.importer import build_spec
 
 LLAMA2_7B = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 4096,

@@ -22,7 +22,7 @@ from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import Case
 from kvplan.speed.eras import era_of
 from kvplan.speed.fit import Built
-from kvplan.speed.load import Load
+from kvplan.speed.bench_load import Load
 from kvplan.speed.model import prefill_seconds
 from kvplan.speed.plan import DecodeSteps, plan_decode_seconds, plan_shape
 

@@ -14,7 +14,7 @@ from conftest import write_safetensors
 
 from kvplan.core.errors import KvplanError
 from kvplan.hardware.gpus import find_gpu
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
 from kvplan.engines import resolve_engine

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from kvplan.bench.running import case_poll_wait
 from kvplan.engines.scheduler import poll_wait_steps
-from kvplan.speed.load import Load, combos
+from kvplan.speed.bench_load import Load
+from kvplan.speed.load import combos
 from conftest import speed_cases
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"

@@ -16,7 +16,8 @@ from kvplan.simulator.engine import Engine, EngineConfig
 from kvplan.simulator.workload import SimRequest
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.fit import _gpu, _spec
-from kvplan.speed.load import Load, combos, first_wave, value
+from kvplan.speed.bench_load import Load
+from kvplan.speed.load import combos, first_wave, value
 from kvplan.speed.wave import shared_wave
 from conftest import speed_cases
 

@@ -20,7 +20,8 @@ from kvplan.simulator.engine import Engine, EngineConfig
 from kvplan.simulator.limits import scheduler_limits
 from kvplan.simulator.workload import SimRequest
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.load import Load, combos, first_wave, value
+from kvplan.speed.bench_load import Load
+from kvplan.speed.load import combos, first_wave, value
 
 S = 0.01  # seconds a step
 

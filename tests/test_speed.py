@@ -20,8 +20,8 @@ from kvplan.speed import model as speed
 from kvplan.speed.corpus import in_training
 from kvplan.speed.nnls import nnls
 from kvplan.speed.shape import model_terms
-from kvplan.speed.terms import (TERMS, Shape, experts_touched, features, gemm_rate, link, ring_allreduce_seconds,
-                                roofline)
+from kvplan.speed.allreduce import link, ring_allreduce_seconds
+from kvplan.speed.terms import TERMS, Shape, experts_touched, features, gemm_rate, roofline
 from conftest import load_script, speed_cases
 
 CORPUS = Path(__file__).parent / "fixtures" / "speed"

@@ -16,7 +16,8 @@ from kvplan.engines.capacity_policy import preempts_on_growth
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.cohort import cohort
-from kvplan.speed.load import Load, combos, value
+from kvplan.speed.bench_load import Load
+from kvplan.speed.load import combos, value
 
 QWEN = find_in_catalog("qwen2.5-7b-instruct")
 

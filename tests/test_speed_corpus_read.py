@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import case_of, in_training, read_corpus, targets
 from kvplan.speed.fit import Built, fp8_context_fmha

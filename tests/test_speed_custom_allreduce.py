@@ -8,7 +8,8 @@ from kvplan.hardware.gpus import load_gpus
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.model import custom_allreduce_bytes
 from kvplan.speed.shape import shape_for
-from kvplan.speed.terms import TERMS, Shape, fabric_latency, features, link, measured_tp
+from kvplan.speed.allreduce import fabric_latency, link
+from kvplan.speed.terms import TERMS, Shape, features, measured_tp
 from conftest import speed_cases
 
 LATENCY = TERMS.index("latency")

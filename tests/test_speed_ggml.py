@@ -28,7 +28,7 @@ from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.coverage import unrated as unrated_note
 from kvplan.speed.corpus import read_corpus
 from kvplan.speed.fit import build_all, prefill_unrated
-from kvplan.speed.load import Load
+from kvplan.speed.bench_load import Load
 from kvplan.speed.model import StepModel, coefficients, priced, step_seconds
 from kvplan.speed.shape import shape_for
 from kvplan.speed.terms import TERMS, features, path_at, roofline

@@ -17,7 +17,7 @@ import pytest
 
 from kvplan import api
 from kvplan.hardware.gpus import find_gpu
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.simulator.adapter import sim_model
 from kvplan.simulator.model import StepTimer
 from kvplan.sources.catalog import find_in_catalog

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from kvplan.speed.load import Load, batch_and_mode, combos, replaces, value
+from kvplan.speed.bench_load import Load
+from kvplan.speed.load import batch_and_mode, combos, replaces, value
 from kvplan.speed.queueing import arrival_wait, overload_wait
 
 T_WAVE, T_DEC, T_GRP = 4.0, 0.1, 2.0

@@ -12,7 +12,8 @@ from kvplan.hardware.gpu_profile import parse_profile
 from kvplan.hardware.gpus import load_gpus
 from kvplan.speed.fit import Built
 from kvplan.speed.model import StepModel, priced
-from kvplan.speed.terms import TERMS, Shape, allreduce_table, features, measured_allreduce
+from kvplan.speed.allreduce import allreduce_table, measured_allreduce
+from kvplan.speed.terms import TERMS, Shape, features
 from conftest import speed_cases
 
 COMM, LATENCY = TERMS.index("comm"), TERMS.index("latency")

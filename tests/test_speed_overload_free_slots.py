@@ -9,7 +9,8 @@ past the 31 ms between arrivals: the prefill server, not a slot, is what those a
 
 import math
 
-from kvplan.speed.load import Load, combos, value
+from kvplan.speed.bench_load import Load
+from kvplan.speed.load import combos, value
 
 T_WAVE, T_DEC, T_GRP = 4.0, 0.1, 2.0
 

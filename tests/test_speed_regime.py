@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.speed.load import Load
+from kvplan.speed.bench_load import Load
 from conftest import load_script
 
 

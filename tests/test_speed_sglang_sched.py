@@ -8,7 +8,8 @@ import math
 from pathlib import Path
 
 from kvplan.engines.scheduler import lockstep_workers, runs_waves
-from kvplan.speed.load import Load, combos, value
+from kvplan.speed.bench_load import Load
+from kvplan.speed.load import combos, value
 from conftest import speed_cases
 
 T_WAVE, T_DEC, T_GRP = 4.0, 0.1, 2.0

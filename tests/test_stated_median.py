@@ -6,7 +6,8 @@ from dataclasses import replace
 import pytest
 
 from kvplan.speed.figures import medians
-from kvplan.speed.load import Load, combos
+from kvplan.speed.bench_load import Load
+from kvplan.speed.load import combos
 from kvplan.speed.stated import stated
 
 

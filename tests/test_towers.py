@@ -20,7 +20,7 @@ from kvplan.cli import app
 from kvplan.readers.configs import spec_from_config
 from kvplan.core.errors import KvplanError
 from kvplan.planning.layout import rank_weights, vllm_placement
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.readers.towers.gemma4 import _audio
 from kvplan.readers.towers.vision import tower_keys, towers
 

@@ -13,7 +13,8 @@ from kvplan.bench.running import running
 from kvplan.engines.scheduler import batch_wait_opts
 from kvplan.speed.balance import batch_wait, held_steps, released
 from kvplan.speed.fit import Built
-from kvplan.speed.load import Load, group
+from kvplan.speed.bench_load import Load
+from kvplan.speed.load import group
 from conftest import speed_cases
 
 FLAGS = {"batch_wait_timeout_iters": 40, "batch_wait_max_tokens_ratio": 0.8}

@@ -13,7 +13,7 @@ from conftest import shared_config
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.core.errors import KvplanError
 from kvplan.sources.importer import build_spec
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 
 GIB = 2**30
 

@@ -14,7 +14,7 @@ import pytest
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.readers.configs import spec_from_config
 from kvplan.core.errors import KvplanError
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.readers.towers.vision import vision_params
 
 ROOT = Path(__file__).resolve().parents[1]

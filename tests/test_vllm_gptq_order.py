@@ -10,7 +10,7 @@ import pytest
 
 from kvplan import api
 from kvplan.core.errors import KvplanError
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.sources.importer import build_spec
 
 # A small Llama: hidden 64, 2 layers, 4 heads of 16, 2 KV heads, MLP 128, vocab 100, untied head.

@@ -11,7 +11,8 @@ from kvplan.bench.running import running
 from kvplan.engines.scheduler import whole_prompt_budget
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
-from kvplan.speed.load import Load, combos, first_wave
+from kvplan.speed.bench_load import Load
+from kvplan.speed.load import combos, first_wave
 
 R1 = find_in_catalog("deepseek-r1")
 SOURCE = "dstack-benchmarks-deepseek-r1-h200-mi300x"

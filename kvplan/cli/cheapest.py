@@ -20,7 +20,7 @@ from kvplan.speed.coverage import label
 from kvplan.cli.selection import memory_caveats, resolve_gpus, weight_caveats
 from kvplan.cli.workload import SloPercentOpt, SloTpotOpt, SloTtftOpt, WorkloadFlags, sla_text
 from kvplan.compare.cheapest import RANKING, cheapest as rank, count_deployments, failure_summary, not_simulated
-from kvplan.compare.offload import check_tiers, size_each
+from kvplan.compare.offload import size_each
 from kvplan.compare.sweep import parse_counts
 from kvplan.compare.replicas import workload_copies
 from kvplan.core.dtypes import canonical_kv_dtype, canonical_weight_dtype
@@ -116,9 +116,7 @@ def cheapest(
     chosen, gmu = eng.configured(gpu_memory_utilization, block_size)
     drafter = speculative_request(speculative, chosen)
     adapters = parse_lora(lora)
-    asked = off.parse()
-    if asked.tiers:
-        check_tiers(chosen, asked.tiers, asked.backend)
+    asked = off.checked(chosen)
     ctx_tokens = None if ctx is None else parse_tokens(ctx, "context")
     counts = parse_counts(gpu_counts) if gpu_counts is not None else None
     canonical_kv_dtype(kv_dtype)

@@ -14,6 +14,7 @@ from typing import Annotated, NamedTuple, Optional
 import typer
 
 from kvplan.cli._common import stderr
+from kvplan.compare.offload import check_tiers
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.core.units import plural
 from kvplan.engines.offload import BACKENDS, OffloadPlan, check_backend, offload_pools, with_offload
@@ -43,6 +44,14 @@ class OffloadFlags:
 
     def parse(self) -> Offload:
         return parse_flags(self.offload, self.offload_backend, self.host)
+
+    def checked(self, engine) -> Offload:
+        """parse(), and the tiers asked refused once where `engine` runs none of them (check_tiers), before the work
+        of many deployments (sweep, cheapest)."""
+        asked = self.parse()
+        if asked.tiers:
+            check_tiers(engine, asked.tiers, asked.backend)
+        return asked
 
 
 class Offload(NamedTuple):

@@ -7,7 +7,7 @@ from kvplan.cli._common import print_notes
 from kvplan.core.dtypes import canonical_weight_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.hardware.gpus import find_gpu, load_gpus
-from kvplan.model.spec import assumed_int4_group
+from kvplan.model.weights import assumed_int4_group
 from kvplan.planning.plan import int4_group_assumed, memory_warnings
 from kvplan.report.text import format_warning
 from kvplan.sources.catalog import load_catalog
@@ -76,7 +76,7 @@ def memory_caveats(gpus) -> list[str]:
 
 def weight_caveats(specs, weight_dtypes) -> list[str]:
     """For the commands that print no plan's warnings (sweep, cheapest): one line when a weight dtype assumes an int4
-    group of models whose checkpoints state none (kvplan.model.spec.assumed_int4_group); `fit` words it per plan."""
+    group of models whose checkpoints state none (kvplan.model.weights.assumed_int4_group); `fit` words it per plan."""
     assumed: dict[int, list[str]] = {}
     for s in specs:
         for group in {assumed_int4_group(s, w) for w in weight_dtypes} - {0}:

@@ -25,7 +25,7 @@ from kvplan.cli.selection import (
     GPU_LIST_HELP, memory_caveats, names, resolve_gpus, resolve_models, weight_caveats, weight_dtypes,
 )
 from kvplan.cli.workload import SloTpotOpt, SloTtftOpt, WorkloadFlags
-from kvplan.compare.offload import check_tiers, size_each
+from kvplan.compare.offload import size_each
 from kvplan.compare.sweep import RANKING, kv_dtypes_for, node_notes, parse_counts, sweep as run_sweep
 from kvplan.core.dtypes import canonical_kv_dtype
 from kvplan.core.errors import EXIT_USAGE, KvplanError
@@ -118,9 +118,7 @@ def sweep(
     chosen, gmu = eng.configured(gpu_memory_utilization, block_size)
     drafter = speculative_request(speculative, chosen)
     adapters = parse_lora(lora)
-    asked = off.parse()
-    if asked.tiers:
-        check_tiers(chosen, asked.tiers, asked.backend)
+    asked = off.checked(chosen)
     files = output_files(output or [], "--json or --csv for stdout")
     if as_json and as_csv:
         raise KvplanError("--json and --csv both want stdout; write one of them to a file with --output", EXIT_USAGE)

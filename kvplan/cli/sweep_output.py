@@ -82,8 +82,17 @@ def write_stdout(result, fmt: str, prices, sims=None, front=None) -> None:
 
 
 def skipped_lines(result) -> list[str]:
-    return [f"{s.model}: {s.gpus} GPU{'s' if s.gpus > 1 else ''} (tp {s.tp} × pp {s.pp}) skipped, {s.reason} "
-            f"({plural(s.plans, 'plan')})" for s in result.skipped]
+    """A line a skipped deployment; the GPUs it stands for named where they are not all the sweep's (a node-size
+    group, kvplan.compare.sweep.node_groups, or the GPUs an engine refused), the first three and how many more."""
+    return [f"{s.model}: {s.gpus} GPU{'s' if s.gpus > 1 else ''} (tp {s.tp} × pp {s.pp}){_on(s, result)} skipped, "
+            f"{s.reason} ({plural(s.plans, 'plan')})" for s in result.skipped]
+
+
+def _on(skip, result) -> str:
+    keys = skip.profiles
+    if not keys or set(keys) >= set(result.gpus):
+        return ""
+    return f" on {', '.join(keys[:3])}" + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
 
 
 def sweep_table(result, rows: list[dict], currency: str):

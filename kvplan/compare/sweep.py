@@ -60,6 +60,7 @@ class Skipped:
     pp: int
     reason: str
     plans: int
+    profiles: tuple[str, ...] = ()  # the GPU profiles (keys) whose plans it stood for
 
 
 @dataclass
@@ -217,14 +218,14 @@ def _count(model, gpus, count: int, node: int, requests, engine, plans, skipped,
         tp = min(count, node)
         skipped.append(Skipped(model.name, count, tp, count // tp,
                                f"no tp x pp split of {count} GPUs is valid ({model.num_attention_heads} "
-                               f"attention heads, {model.num_layers} layers)", n))
+                               f"attention heads, {model.num_layers} layers)", n, _keys(gpus)))
         return
     dep = engine.deployment(default)
     if layouts and not engine.splits_layers_only:
         best, why = _best_layouts(model, gpus, dep.gpus, requests, engine, node)
         plans.extend(best)
         if not best:
-            skipped.append(Skipped(model.name, dep.gpus, dep.tp, dep.pp, why, n))
+            skipped.append(Skipped(model.name, dep.gpus, dep.tp, dep.pp, why, n, _keys(gpus)))
         return
     _grid(model, gpus, dep, requests, engine, plans, skipped)
 
@@ -254,4 +255,8 @@ def _grid(model, gpus, dep, requests, engine, plans, skipped) -> None:
             plans.extend(a.result)
         else:
             lost[a.why] = lost.get(a.why, 0) + len(gpus) * (len(requests) if a is t else 1)
-    skipped.extend(Skipped(model.name, dep.gpus, dep.tp, dep.pp, why, k) for why, k in lost.items())
+    skipped.extend(Skipped(model.name, dep.gpus, dep.tp, dep.pp, why, k, _keys(gpus)) for why, k in lost.items())
+
+
+def _keys(gpus) -> tuple[str, ...]:
+    return tuple(g.key for g in gpus)

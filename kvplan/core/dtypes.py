@@ -114,7 +114,7 @@ GGUF_MIXES: dict[str, tuple[int, str]] = {
 
 # Weight element types, bits per stored weight of a quantized linear layer (before group scales).
 # nf4: bitsandbytes' 4-bit NormalFloat as vLLM and SGLang quantize a 16-bit checkpoint while loading it
-# (--quantization bitsandbytes; kvplan.model.spec.BNB_NF4)
+# (--quantization bitsandbytes; kvplan.model.weights.BNB_NF4)
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4", "nf4", *GGUF_TYPES, *GGUF_MIXES)
 _WEIGHT_ALIASES = {
     **{k: v for k, v in _ALIASES.items() if v in ("fp32", "bf16", "fp16", "fp8")},

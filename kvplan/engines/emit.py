@@ -15,7 +15,7 @@ from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.units import gib
 from kvplan.hardware.facts import runs_bf16
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.sources.origin import model_arg
 
 _TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # --dtype's spelling (vLLM, SGLang)
@@ -80,7 +80,7 @@ def _weight_flags(engine, model, want: str, have: str) -> list[str]:
       Quantization"; SGLang docs/advanced_features/quantization.md "Online Quantization"), as kvplan counts
       --weight-dtype fp8 (kvplan.model.weight_formats.linear_bytes: one byte a weight, no block scales).
     * 16-bit to nf4: `--quantization bitsandbytes --load-format bitsandbytes`, bitsandbytes' NF4 with double
-      quantization on every linear layer as it loads (kvplan.model.spec.BNB_NF4), both engines.
+      quantization on every linear layer as it loads (kvplan.model.weights.BNB_NF4), both engines.
     * A quantized checkpoint as stored: no flag; the engine reads the method from its config.json.
     Any other pair (int4, int8, mxfp4, nvfp4 or a GGUF type from a 16-bit checkpoint; a quantized
     checkpoint as anything else) has no online path that stores what kvplan counted, so it is refused.

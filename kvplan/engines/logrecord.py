@@ -123,9 +123,17 @@ def logged_deployment(rec: LogRecord, given: int | None, notes: list[str], gpu=N
     log's; where each size came from appended to `notes` (deployment_said). vLLM's and TensorRT-LLM's checks."""
     if not (given or rec.tp):
         notes.append(f"the log does not show the tensor-parallel size; tp 1 assumed (pass {arg('tp')})")
-    tp, pp = given or rec.tp or 1, rec.pp or 1
+    return deployment_at(rec, given or rec.tp or 1, given, notes, gpu)
+
+
+def deployment_at(rec: LogRecord, tp: int, given: int | None, notes: list[str], gpu=None,
+                  inferred: bool = False) -> Deployment:
+    """The log's deployment at `tp` (settled by the caller: SGLang's check infers it from the weights, `inferred`):
+    pp and the layers per stage the log's, the nodes as it states them (kvplan.engines.lognodes); where each came
+    from appended to `notes` (deployment_said, node_note)."""
+    pp = rec.pp or 1
     dep = Deployment(tp, pp, node_gpus=node_gpus(rec, tp, pp), **logged_split(rec))
-    notes.append(deployment_said(dep, rec, given))
+    notes.append(deployment_said(dep, rec, given, inferred))
     notes.extend(filter(None, [node_note(rec, dep, gpu)]))  # the nodes read, or assumed (kvplan.engines.lognodes)
     return dep
 

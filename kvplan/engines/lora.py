@@ -35,7 +35,7 @@ from __future__ import annotations
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
 from kvplan.engines.base import parse_version
-from kvplan.model.spec import PLAIN_BYTES
+from kvplan.model.weight_formats import PLAIN_BYTES
 from kvplan.planning.deploy import stage_ranges
 from kvplan.planning.lora import MODULES, LoraRequest, adapted, check_model, stage_slices
 from kvplan.readers.projections import projection_names

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvplan.core.errors import arg
-from kvplan.model.spec import PLAIN_BYTES
+from kvplan.model.weight_formats import PLAIN_BYTES
 from kvplan.sources.resolve import STORED_FLOATS
 
 FLOAT32_TO_BF16_FIRST = (0, 9, 1)  # vllm-project/vllm#18751: the platform's preferred dtype for a float32 config

@@ -87,11 +87,11 @@ class GPU:
     achieved_dense_flops_source: str | None = None
     # The scale-up fabric's per-direction bandwidth a published collective benchmark measured (an all-reduce's bus
     # bandwidth over the whole domain, at most `interconnect_bytes_per_s`), and where; None: the speed terms read
-    # the datasheet's (kvplan.speed.terms.link)
+    # the datasheet's (kvplan.speed.allreduce.link)
     interconnect_achieved_bytes_per_s: int | None = None
     interconnect_achieved_source: str | None = None
     # One all-reduce's measured time by GPUs and message bytes, ((gpus, ((bytes, seconds), ...)), ...), and where;
-    # empty: the speed terms price the ring from the link (kvplan.speed.terms.allreduce_table)
+    # empty: the speed terms price the ring from the link (kvplan.speed.allreduce.allreduce_table)
     interconnect_allreduce: tuple = ()
     interconnect_allreduce_source: str | None = None
 

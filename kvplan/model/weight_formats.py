@@ -2,8 +2,8 @@
 block scales), int4 groups (AWQ, GPTQ, bitsandbytes NF4), MXFP4, NVFP4, and GGUF's ggml blocks and _K_M mixes, with the
 GGUF types llama.cpp gives a file's token embedding and output head.
 
-Kept apart from `spec.py` because it is pure format arithmetic: it knows nothing of a model's roles, which
-`spec.weight_bytes` applies it to.
+Kept apart from `weights.py` because it is pure format arithmetic: it knows nothing of a model's roles, which
+`weights.weight_bytes` applies it to.
 """
 
 from __future__ import annotations

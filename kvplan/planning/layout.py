@@ -101,7 +101,7 @@ def host_shift(wb, place, first: bool, last: bool) -> int:
     """Bytes a stage's GPU weights lose where the engine keeps the input embedding in host memory (llama.cpp,
     Placement.host_embedding): the whole table on the first stage, bar a tied head's GPU copy where the first stage
     is also the last (on a later last stage rank_weights books that copy already). The table's bytes are its own
-    type's (kvplan.model.spec.weight_bytes), not scaled to a checkpoint's total."""
+    type's (kvplan.model.weights.weight_bytes), not scaled to a checkpoint's total."""
     if not place.host_embedding or not first or (last and not wb.lm_head):
         return 0
     return -wb.embedding

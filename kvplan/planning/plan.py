@@ -1,6 +1,5 @@
-"""One plan's arithmetic: what a deployment of a model on a GPU holds, and how fast it decodes.
-
-Pure arithmetic over frozen specs: no I/O, no printing, no environment, no units.
+"""One plan's arithmetic: what a deployment of a model on a GPU holds, and how fast it decodes. Pure arithmetic over
+frozen specs: no I/O, no printing, no environment, no units.
 
 Per GPU the KV budget is usable memory x utilisation, minus this rank's weights, minus an overhead
 (or exactly `kv_cache_memory_bytes`, as vLLM's --kv-cache-memory). A sequence's cost on a rank is
@@ -25,7 +24,8 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.planning.layout import (DcpRules, host_shift, per_rank_batch, rank_weights, replicated_kv_proj_bytes,
                                    vllm_placement)
 from kvplan.model.recurrent import ssm_as
-from kvplan.model.spec import ModelSpec, own_format, weight_bytes
+from kvplan.model.spec import ModelSpec
+from kvplan.model.weights import own_format, weight_bytes
 from kvplan.planning.stage_shares import stage_mixes
 from kvplan.planning.profile import PAGED, KVProfile, kv_profile
 from kvplan.planning.cost import (  # noqa: F401 (re-exported: the engines read them here)

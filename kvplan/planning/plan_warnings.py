@@ -11,7 +11,9 @@ from typing import NamedTuple
 from kvplan.core.errors import arg
 from kvplan.core.intmath import cdiv
 from kvplan.hardware.facts import unified
-from kvplan.model.spec import PLAIN_BYTES, ModelSpec, assumed_int4_group, override_note
+from kvplan.model.spec import ModelSpec
+from kvplan.model.weight_formats import PLAIN_BYTES
+from kvplan.model.weights import assumed_int4_group, override_note
 from kvplan.planning.deploy import node_of, nvlink_past_node
 
 # weight dtypes vLLM and SGLang quantize a 16-bit checkpoint to as they load it (kvplan.engines.emit.weight_args),
@@ -49,7 +51,7 @@ class PlanWarning(NamedTuple):
 
 def _override_warning(model: ModelSpec, weight_dtype: str | None, weights: int) -> list[PlanWarning]:
     """A dtype flag never re-plans a checkpoint silently (issue 22: int4 group 32 planned at 128), nor assumes an
-    int4 group without saying so (int4 on a 16-bit checkpoint: kvplan.model.spec.INT4_GROUP)."""
+    int4 group without saying so (int4 on a 16-bit checkpoint: kvplan.model.weights.INT4_GROUP)."""
     have = model.quantization.method
     if weight_dtype in AT_LOAD and have in PLAIN_BYTES:
         return [PlanWarning(f"the checkpoint is {have}: its weights are planned as {weight_dtype} ({{}} in all), as an "
@@ -64,7 +66,7 @@ def _override_warning(model: ModelSpec, weight_dtype: str | None, weights: int) 
 
 
 def int4_group_assumed(group: int) -> str:
-    """Why an int4 plan has this group (kvplan.model.spec.assumed_int4_group), for a plan and for a ranking."""
+    """Why an int4 plan has this group (kvplan.model.weights.assumed_int4_group), for a plan and for a ranking."""
     return (f"the checkpoint states no int4 group, so {group} is assumed (with a zero point per group, the AWQ/GPTQ "
             "tools' default); to plan another group, plan a quantized checkpoint whose config states it")
 

@@ -30,7 +30,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.planning.deploy import Deployment, validate_deployment
 from kvplan.readers.mtp import add_params, why_no_mtp
 from kvplan.sources.origin import model_arg

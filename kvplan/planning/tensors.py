@@ -22,7 +22,8 @@ from dataclasses import replace
 
 from kvplan.core.intmath import cdiv, round_up
 from kvplan.model.layers import kv_heads_per_rank
-from kvplan.model.spec import PLAIN_BYTES, ModelSpec
+from kvplan.model.spec import ModelSpec
+from kvplan.model.weight_formats import PLAIN_BYTES
 from kvplan.planning.deploy import stages_or_one
 from kvplan.readers.mlp_layout import expert_width as routed_expert_width, ffn_kinds, gated_mlp
 

@@ -47,7 +47,8 @@ from dataclasses import replace
 
 from kvplan.model.layers import ChunkedLocal, FullAttention, IndexedMLA, MLALatent, SlidingWindow
 from kvplan.model.recurrent import RecurrentState
-from kvplan.model.spec import ROW_PARALLEL, BlockShape, ModelSpec
+from kvplan.model.spec import ModelSpec
+from kvplan.model.weight_formats import ROW_PARALLEL, BlockShape
 from kvplan.readers.mlp_layout import dense_mlp_layers, expert_width, gated_mlp, mlp_width
 
 # one tensor: (the checkpoint modules it stands for, output rows N, input columns K, WeightBytes part)

@@ -12,6 +12,13 @@ from kvplan.readers.cfg import Cfg, shown
 from kvplan.readers.kv_heads import read_kv_heads
 
 
+def own_sizes(cfg: Cfg) -> tuple[int, int, int, int]:
+    """(hidden_size, num_attention_heads, num_hidden_layers, vocab_size) by their own keys alone, in that order, each
+    within its limit: what a family reader of its own (kvplan.readers.families) reads first."""
+    return (cfg.int("hidden_size", limit="hidden_size"), cfg.int("num_attention_heads", limit="num_attention_heads"),
+            cfg.int("num_hidden_layers", limit="num_hidden_layers"), cfg.int("vocab_size", limit="vocab_size"))
+
+
 def read_geometry(cfg: Cfg, model_type: str) -> dict:
     """The numbers every family shares: widths, heads, layers, vocabulary, context."""
     hidden = cfg.int("hidden_size", "n_embd", "d_model", limit="hidden_size")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from kvplan.model.spec import own_format, weight_bytes
+from kvplan.model.weights import own_format, weight_bytes
 from kvplan.planning.plan import expected_experts_touched
 from kvplan.simulator.model import Group, SimModel, StageCost
 from kvplan.speed.coverage import label

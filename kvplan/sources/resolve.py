@@ -20,7 +20,8 @@ from kvplan.readers.modelopt import QUANT_FILE, with_quant_file
 from kvplan.readers.mtp import MTP_KEYS
 from kvplan.sources.catalog import find_in_catalog, unknown_model_error, suggest
 from kvplan.sources.local_weights import local_weights
-from kvplan.model.spec import PLAIN_BYTES, ModelSpec
+from kvplan.model.spec import ModelSpec
+from kvplan.model.weight_formats import PLAIN_BYTES
 
 # the float types a 16-bit or 32-bit checkpoint's tensors are stored in (safetensors dtype names), with their widths
 STORED_FLOATS = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8}

@@ -132,7 +132,7 @@ def _batch_waiting(load, running: float) -> tuple[float, int, float] | None:
 
 
 def held_steps(load, running: float) -> float:
-    """Decode steps a staggered request of `load` (a kvplan.speed.load.Load) waits before its prefill, `running`
+    """Decode steps a staggered request of `load` (a kvplan.speed.bench_load.Load) waits before its prefill, `running`
     requests on its replica: attention-DP balancing's (`held_back`, Load.balance) and batch waiting's (`batch_wait`)."""
     held = held_back(load.dp, load.balance, running, max(1.0, load.osl))
     waiting = _batch_waiting(load, running)

@@ -35,7 +35,7 @@ from kvplan.speed.ggml import micro_batch
 from kvplan.speed.fields import (GRAPHS_OFF, arrival_of, backend_of, bool_flags_check, graphless, harness_kind_of,
                                  served, windowed_of)
 from kvplan.speed.frontend import endpoint_of
-from kvplan.speed.load import Load
+from kvplan.speed.bench_load import Load
 from kvplan.speed.pergpu import check as per_gpu_total_check, output_rate as per_gpu_total_output
 from kvplan.speed.figures import drawn_lengths, generated, length_of, median_gap, medians, output_cv2, targets
 

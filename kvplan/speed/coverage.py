@@ -13,7 +13,8 @@ from kvplan.speed.eras import engine_of, padded
 from kvplan.speed.ggml import paths as ggml_paths
 from kvplan.speed.model import FALLBACK_ENGINE, band, covered, engine_key, gemm_kernels, shipped
 from kvplan.speed.compute_dtype import read_flops
-from kvplan.speed.terms import FP4_NAMES, FP8_NAMES, gemm_rate, host_pcie, link
+from kvplan.speed.allreduce import host_pcie, link
+from kvplan.speed.terms import FP4_NAMES, FP8_NAMES, gemm_rate
 
 SPEEDS = ("calibrated", "roofline")
 
@@ -121,7 +122,7 @@ def rate_gaps(gpus, weight_dtype: str | None = None, priced: bool = False) -> li
 
 def link_gaps(gpus, ranks: int) -> list[str]:
     """One line for each of `gpus` whose profile states no bandwidth for its scale-up link where a step's collectives
-    span `ranks` > 1 of them (tensor or expert parallel): kvplan.speed.terms.link prices them over the host's PCIe
+    span `ranks` > 1 of them (tensor or expert parallel): kvplan.speed.allreduce.link prices them over the host's PCIe
     then, which the line says with the rate it took (empty at one rank, or where the link's bandwidth is stated)."""
     if ranks <= 1:
         return []

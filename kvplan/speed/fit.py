@@ -26,7 +26,8 @@ from kvplan.speed.corpus import (DEFAULT_MAX_SEQS, Case, attention_backend, atte
                                  own_moe_kernel)
 from kvplan.speed.eras import fitted_with, own_terms, unused_terms
 from kvplan.speed.frontend import ingress_queue, ingress_rate, native_chat
-from kvplan.speed.load import combos, decode_context, value
+from kvplan.speed.bench_load import decode_context
+from kvplan.speed.load import combos, value
 from kvplan.speed.mlaform import as_run
 from kvplan.speed.model import decode_features, gemm_kernels, nccl_only, prefill_features, priced
 from kvplan.speed.recency import weights as recency_weights

@@ -6,7 +6,7 @@ rendered natively or driven in process."""
 
 from __future__ import annotations
 
-from kvplan.speed.load import Load, at_rate, busy
+from kvplan.speed.bench_load import Load, at_rate, busy
 
 ENDPOINTS = ("chat", "completions")  # /v1/chat/completions, /v1/completions
 

@@ -137,65 +137,20 @@ request's share of its run is T throughout. The cap B itself is the engine's (kv
 engine's step budget feeds decode and prefill alike (kvplan.engines.scheduler.budget_bound), and, where equal lengths
 run together (a closed loop or a burst of `fixed` lengths) on an engine that preempts the newest request as they grow
 (vLLM) and the pool holds their prompts but not their whole outputs, the mean running count of their lockstep cycle,
-the preempted requests' prompts and outputs prefilled again (`recompute`: kvplan.speed.cohort).
+the preempted requests' prompts and outputs prefilled again (`recompute`: kvplan.speed.cohort). The load itself,
+`Load`, and its own readings (`decode_context`, `drain_steps`, `busy`, `at_rate`, `in_waves`, `overloaded`) are
+kvplan.speed.bench_load's.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 from kvplan.speed.balance import held_steps, released
+from kvplan.speed.bench_load import Load, at_rate, busy, drain_steps, in_waves, overloaded
 from kvplan.speed.lockstep import lockstep_cycle
-from kvplan.speed.model import PREFILL_CHUNK
 from kvplan.speed.queueing import arrival_wait, missed_step, overload_wait
 from kvplan.speed.wave import refill_delay, wave_decode, wave_pace
 
 RATE_METRICS = ("output_throughput", "request_throughput", "total_throughput", "pp_tok_s", "tg_tok_s")
-
-
-@dataclass(frozen=True)
-class Load:
-    """A benchmark's load on one data-parallel replica of the deployment."""
-
-    isl: float
-    osl: float
-    concurrency: float | None = None  # closed loop; None: open loop or all at once
-    rate: float | None = None  # requests/s over the deployment; None or inf: all at once
-    num_prompts: float | None = None
-    cap: float = 256  # the most requests a replica runs at once (engine limit, KV room)
-    dp: int = 1
-    bench: str = "serve"  # serve | pp | tg (llama-bench)
-    depth: float = 0  # llama-bench: cached tokens before the measured ones
-    ubatch: int = 512  # llama-bench's prompt chunk
-    chunk: int = PREFILL_CHUNK  # tokens one prefill step takes (vLLM's max_num_batched_tokens default)
-    fixed: bool = False  # every request the same isl and osl (stated lengths, not a dataset's draw)
-    arrival_cv2: float | None = 1.0  # an open loop's gaps' squared coefficient of variation; None: no wait
-    drawn: bool = False  # output lengths drawn per request (a random range, a dataset): requests finish apart
-    out_cv2: float = 0.0  # drawn output lengths' squared coefficient of variation (kvplan.speed.spread); 0: unknown
-    waves: bool = False  # the engine decodes only when no prefill batch forms (kvplan.engines.scheduler.runs_waves)
-    lockstep: int = 1  # data-parallel workers whose forwards run together (kvplan.engines.scheduler.lockstep_workers)
-    lock_mixed: bool = False  # their prefill chunks ride in decode steps (kvplan.engines.scheduler.lockstep_mixed)
-    median_gap: bool = False  # the TPOT figure is the median gap between tokens (kvplan.speed.figures.median_gap)
-    medians: frozenset = frozenset()  # the ttft / e2el figures stated as medians only (kvplan.speed.figures.medians)
-    served: bool = True  # requests cross the engine's HTTP front end (not an in-process harness): frontend.py
-    endpoint: str | None = None  # the API a served run's requests hit, as stated: chat | completions (None: not stated)
-    templated: bool = True  # the front end renders the prompt with its Python chat template and tokenizer
-    recompute: float = 0.0  # prompt prefills a request redoes after a preemption (kvplan.speed.cohort)
-    balance: tuple | None = None  # attention-DP balancing's (timeout, batching wait) iterations: kvplan.speed.balance
-    batch_wait: tuple | None = None  # batch waiting's (timeout iterations, max tokens ratio): kvplan.speed.balance
-    poll_wait: float = 0.0  # decode steps a spread arrival waits for the scheduler's poll (`poll`, module docstring)
-    packed: bool = False  # a prefill step packs whole prompts up to `chunk`, the server's length: vLLM's V0 on MLA
-    joins_late: bool = False  # a request joins the running batch after its prefill batch (SGLang), not when scheduled
-    mixed: bool = False  # the step budget takes the running decodes first: kvplan.engines.scheduler.shares_budget
-
-
-def decode_context(load: Load) -> float:
-    """The mean context one decode step of the running requests reads: isl + osl / 2 (each half-way through its
-    output), or, where output lengths are drawn (`drawn`, `out_cv2`), over the running set, which is length-biased
-    (kvplan.speed.spread: a request runs as many steps as it generates): isl + osl (1 + cv^2) / 2."""
-    cv2 = load.out_cv2 if load.drawn else 0.0
-    return load.isl + load.osl * (1 + max(0.0, cv2)) / 2
 
 
 def batch_and_mode(load: Load, e2e_estimate: float | None, rho_cap: float | None = None,
@@ -222,14 +177,6 @@ def batch_and_mode(load: Load, e2e_estimate: float | None, rho_cap: float | None
     return max(1.0, min(c, load.cap)), c, c >= n
 
 
-def drain_steps(load: Load, osl: float) -> float:
-    """D: the decode steps a finite run lasts past its requests' mean output while its longest ends, where output
-    lengths are drawn (`drawn`, `out_cv2` > 0; else 0): osl sqrt(3 cv^2), the top of a uniform law of mean osl and that
-    spread, osl (1 + sqrt(3 cv^2)): sglang.bench_serving's random range [r L, L] (its mean L (1 + r) / 2, cv^2
-    (1 - r)^2 / (3 (1 + r)^2): L - mean = mean sqrt(3 cv^2)) and vllm bench serve's [L (1 - r), L (1 + r)] alike."""
-    return osl * math.sqrt(3 * load.out_cv2) if load.drawn and load.out_cv2 > 0 else 0.0
-
-
 def open_wait(load: Load, b: float, t: tuple, burst: bool, service_estimate: float | None,
               rho_cap: float | None) -> tuple[float, float, float]:
     """An open loop's queueing, added to TTFT and E2E as (a, b, e) of t_wave, t_dec, t_grp (module docstring):
@@ -250,11 +197,6 @@ def open_wait(load: Load, b: float, t: tuple, burst: bool, service_estimate: flo
     if keeps_up or q == 0:  # else the slot queue above; slots free all run long: the server's own D/D/1 queue grows
         out[0] += arrival_wait(rho_p, max(0.0, (n - 1) / 2), load.arrival_cv2 if keeps_up else 0.0) / b
     return out[0], out[1], out[2]
-
-
-def overloaded(rho_cap: float | None) -> bool:
-    """Whether an open loop's rate reaches what a replica serves at its running cap: rho_cap = r / dp x T(cap)."""
-    return rho_cap is not None and rho_cap >= 1
 
 
 def group(load: Load, b: float) -> float:
@@ -350,11 +292,6 @@ def replaces(load: Load, burst: bool) -> bool:
     return (load.concurrency or 0) > load.dp and not (at_rate(load) or burst or in_waves(load) or load.drawn)
 
 
-def in_waves(load: Load) -> bool:
-    """Whether a closed loop of equal lengths runs in waves (`waves`; the module's docstring)."""
-    return bool(load.waves and load.fixed and load.concurrency and not at_rate(load))
-
-
 def poll_steps(load: Load, burst: bool = False) -> float:
     """Decode steps a spread arrival waits for its engine's scheduler to poll (`poll_wait`; the module's docstring):
     none in a burst (every request queued before the run starts), in waves or in a closed loop of one request, whose
@@ -378,17 +315,6 @@ def with_drain(load: Load, t: tuple, osl: float, burst: bool) -> tuple:
     if not load.num_prompts or not (burst or (load.concurrency and not at_rate(load))):
         return t
     return t[0], t[1] + drain_steps(load, osl) * busy(load) / load.num_prompts, t[2]
-
-
-def busy(load: Load) -> float:
-    """The data-parallel replicas a run keeps busy: dp, fewer where a closed loop's concurrency or the prompts are
-    fewer than the replicas (concurrency 1 over 4 DP-attention workers: one runs a request, the others idle)."""
-    return float(max(1.0, min(load.dp, load.concurrency or load.dp, load.num_prompts or load.dp)))
-
-
-def at_rate(load: Load) -> bool:
-    """Whether the load is open loop at a finite request rate."""
-    return bool(load.rate and load.rate != float("inf"))
 
 
 def value(combo: tuple, t_wave: float, t_dec: float, t_grp: float = 0.0, extra: float = 0.0) -> float:

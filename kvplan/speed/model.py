@@ -22,10 +22,10 @@ from kvplan.core.errors import EXIT_ERROR, KvplanError
 from kvplan.core.releases import release_of
 from kvplan.hardware.facts import vendor_of
 from kvplan.speed.eras import engine_of, padded
+from kvplan.speed.allreduce import measured_allreduce
 from kvplan.speed.mlaform import absorbs_with_prefix
 from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, bound, capped_pair_seconds, features, gemm_seconds,
-                                measured_allreduce, measured_tp, moves_tokens, path_at, prefill_width, roofline,
-                                roofline_of)
+                                measured_tp, moves_tokens, path_at, prefill_width, roofline, roofline_of)
 
 DATA = Path(__file__).with_name("coefficients.json")
 BANDS = Path(__file__).with_name("bands.json")  # each set's held-out error per metric, apart from its coefficients
@@ -44,7 +44,7 @@ MLA_PREFILL = {"llama.cpp": "absorbed"}
 # engines whose tensor-parallel all-reduce is the kernel a profile's measured table (`interconnect.allreduce_us`)
 # timed: the bundled tables are aiconfigurator's runs of TensorRT-LLM's AllReduce (strategy AUTO: its one-shot and
 # two-shot kernels, NCCL past them), so only TensorRT-LLM reads them; every other engine's all-reduces keep the ring
-# (kvplan.speed.terms.link). Training CV: every engine reading them 22.44% all figures (vLLM 24.72 -> 26.95%),
+# (kvplan.speed.allreduce.link). Training CV: every engine reading them 22.44% all figures (vLLM 24.72 -> 26.95%),
 # TensorRT-LLM alone 21.97% (docs/speed-history.md)
 MEASURED_ALLREDUCE = ("trtllm",)
 # engines whose tensor-parallel all-reduce among the GPUs of one fully connected fabric is a one-kernel custom
@@ -52,8 +52,8 @@ MEASURED_ALLREDUCE = ("trtllm",)
 # that goes to NCCL}}. Every rank reads its peers at once behind one barrier, so a call's latency does not grow with
 # the ranks as NCCL's ring's 2(n - 1) hops do (TensorRT-LLM's kernel, timed in the H100 profile's table: 2.77 / 3.02
 # / 3.41 us at 2 / 4 / 8 GPUs, where the ring model gives 7.8 / 10.2 / 15.0). Priced at
-# kvplan.speed.terms.fabric_latency (0 on PCIe and networks, which keep the ring); the `latency` coefficient fits its
-# scale. vLLM's CustomAllreduce: world sizes [2, 4, 6, 8], max_size 8,192 x 1,024 B, `should_custom_ar` takes a
+# kvplan.speed.allreduce.fabric_latency (0 on PCIe and networks, which keep the ring); the `latency` coefficient fits
+# its scale. vLLM's CustomAllreduce: world sizes [2, 4, 6, 8], max_size 8,192 x 1,024 B, `should_custom_ar` takes a
 # message below it where the ranks are fully connected (refused on more than two PCIe-only GPUs;
 # vllm-project/vllm@00d618aa:vllm/distributed/device_communicators/custom_all_reduce.py), one-shot below 512 KiB at
 # <= 4 GPUs and 256 KiB at <= 8, two-shot above (csrc/custom_all_reduce.cuh `REDUCE_CASE`).

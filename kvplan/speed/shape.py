@@ -1,6 +1,6 @@
 """A deployment's `Shape` (kvplan.speed.terms): a model spec on a GPU profile at tp / ep, in given dtypes.
 
-Per tensor-parallel rank: the weights of kvplan.model.spec.weight_bytes (sharded parts / tp, the
+Per tensor-parallel rank: the weights of kvplan.model.weights.weight_bytes (sharded parts / tp, the
 replicated ones whole, the LM head / tp, a tied one's being the embedding table's vocabulary rows, which its
 logits read whole; the embedding's lookup reads a few rows only), the
 routed experts / max(tp, ep), the KV bytes per token of kvplan.planning.profile (windows apart),
@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES, canonical_kv_dtype, canonical_weight_dtype
 from kvplan.model.layers import IndexedMLA, attending
-from kvplan.model.spec import PLAIN_BYTES, own_format, weight_bytes
+from kvplan.model.weight_formats import PLAIN_BYTES
+from kvplan.model.weights import own_format, weight_bytes
 from kvplan.planning.profile import PAGED, kv_profile
 from kvplan.speed.compute_dtype import STATED, compute_dtype, datasheet_flops, ggml_rate_of, read_flops, sixteen_bit
 from kvplan.speed.ggml import attention_rate as ggml_attention_rate
@@ -38,7 +39,8 @@ from kvplan.speed.model import (absorbed_prefill, custom_allreduce_bytes, engine
                                 measured_allreduce_kernel)
 from kvplan.speed.mxfp4 import moe_block_m, mxfp4_precision
 from kvplan.speed.recurrent import recurrent_flops
-from kvplan.speed.terms import Shape, allreduce_table, fabric_latency, gemm_rate, link
+from kvplan.speed.allreduce import allreduce_table, fabric_latency, link
+from kvplan.speed.terms import Shape, gemm_rate
 
 _BIG = 1 << 40
 # A recurrent layer's states are kept in the model's dtype, not the KV cache's: SGLang's conv states in
@@ -191,8 +193,8 @@ def plain_gemm(spec, weight_dtype: str | None) -> tuple[tuple[float, float], flo
     (Quantization.kept: an NVFP4 export's attention, Llama-3.1-405B-FP8's attention and edge MLPs) and every dense
     module where the method quantizes only the experts (MXFP4: vLLM Mxfp4Config.get_quant_method gives every
     LinearBase an UnquantizedLinearMethod). Their GEMMs run at the bf16 rate, as vLLM's UnquantizedLinearMethod runs
-    them; the checkpoint's own exclusions stand only in its own format (kvplan.model.spec.own_format). The LM head,
-    which no format kvplan reads quantizes but GGUF (kvplan.model.spec.weight_bytes), is priced apart, per sampled
+    them; the checkpoint's own exclusions stand only in its own format (kvplan.model.weights.own_format). The LM head,
+    which no format kvplan reads quantizes but GGUF (kvplan.model.weights.weight_bytes), is priced apart, per sampled
     position (Shape.head_flops, plain_head)."""
     p, q = spec.params, spec.quantization
     stored = weight_dtype or q.method

@@ -3,7 +3,7 @@
 A running batch holds requests in proportion to how long they stay, and a request stays about as many steps as
 it generates, so where output lengths o are drawn per request the running set is length-biased: its requests'
 mean output is E[o^2] / E[o] = o (1 + cv^2), not o (kvplan.engines.scheduler.resident_context prices what that
-does to an engine's KV-bound running cap; kvplan.speed.load.decode_context to the context a decode step reads).
+does to an engine's KV-bound running cap; kvplan.speed.bench_load.decode_context to the context a decode step reads).
 cv^2 = Var[o] / E[o]^2 is 0 where every request has the same length. Only a spread the tool's own sampling gives
 (a random range) or a cited figure (a dataset) is used; none is fitted on the corpus.
 """

@@ -17,7 +17,7 @@ figure follows from it with no new coefficient:
                       (kvplan.speed.wave.refill_delay); its E2E that wait, B x T and its waits before its prefill. A
                       median inside the first wave takes the wave's mean E2E (its requests share their decode steps).
                       Drawn output lengths (`drawn`) from a uniform law (0 < cv^2 <= 1/3: a random range, [lo, hi] =
-                      osl (1 -/+ sqrt(3 cv^2)), kvplan.speed.load.drain_steps) on an engine that prefills the whole
+                      osl (1 -/+ sqrt(3 cv^2)), bench_load.drain_steps) on an engine that prefills the whole
                       wave before it decodes (`waves`: kvplan.engines.scheduler.PREFILL_FIRST): no slot frees before
                       t_wave, and the wave's outputs are B independent draws, since SGLang's waiting-queue order is
                       blind to a request's output length (fcfs, or lpm / dfs-weight, which fall back to fcfs with the
@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 
-from kvplan.speed.load import Load, at_rate, busy, drain_steps, in_waves
+from kvplan.speed.bench_load import Load, at_rate, busy, drain_steps, in_waves
 from kvplan.speed.wave import first_finish, wave_decode
 
 

@@ -29,7 +29,8 @@ from kvplan.core.dtypes import DType, canonical_kv_dtype
 from kvplan.core.errors import EXIT_ERROR, EXIT_USAGE, KvplanError, arg, out_of_range
 from kvplan.core.meminfo import mem_available
 from kvplan.core.units import human_bytes
-from kvplan.model.spec import ModelSpec, weight_bytes
+from kvplan.model.spec import ModelSpec
+from kvplan.model.weights import weight_bytes
 from kvplan.planning.plan import activation_estimate
 from kvplan.planning.profile import kv_profile
 from kvplan.validate.blueprint import SMALL, Blueprint, Widths, blueprint, built_spec

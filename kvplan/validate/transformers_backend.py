@@ -21,7 +21,8 @@ import torch
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.base import parse_version
 from kvplan.engines.hf_transformers.engine import DynamicRules, Settings as HfSettings, hf_layers
-from kvplan.model.spec import ModelSpec, weight_bytes
+from kvplan.model.spec import ModelSpec
+from kvplan.model.weights import weight_bytes
 from kvplan.planning.profile import kv_profile
 from kvplan.readers.configs import spec_from_config
 from kvplan.sources import hub

@@ -45,7 +45,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.intmath import cdiv
 from kvplan.engines.emit import GGUF_PLAIN, gguf_file_type, model_arg, own_gguf
 from kvplan.model.layers import ATTENTION_KINDS, LOCAL_KINDS, Kind
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.planning.layout import Placement
 from kvplan.planning.plan import UNIFIED, Answers, NON_TORCH_BYTES
 from kvplan.core.search import largest_fitting

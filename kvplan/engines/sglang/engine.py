@@ -39,7 +39,7 @@ from kvplan.engines.sglang.settings import (  # noqa: F401 (re-exported: sglang.
     DEFAULT_VERSION, OPTS, VERSIONS, Settings, settings,
 )
 from kvplan.planning.plan import UNIFIED, cache_dtypes
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.engines.sglang.layout import reads_capability
 from kvplan.hardware.facts import fact_missing, vendor_of
 from kvplan.engines.context import sglang_rule

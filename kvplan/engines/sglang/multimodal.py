@@ -68,7 +68,7 @@ import dataclasses
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.base import Figure, parse_version
 from kvplan.engines.versions import release_post
-from kvplan.model.spec import PLAIN_BYTES
+from kvplan.model.weight_formats import PLAIN_BYTES
 from kvplan.engines.sglang.req_pool import room
 from kvplan.readers.towers.vision import COUNTED, TOWER_NOTICE
 

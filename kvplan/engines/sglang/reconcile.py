@@ -9,8 +9,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.core.units import signed
 from kvplan.engines import resolve_engine
 from kvplan.engines.logcheck import GIB, WHATIF_CONTEXTS, Reconciliation, Row, assumed_gpu, cache_dtype, rel
-from kvplan.engines.lognodes import node_gpus, node_note
-from kvplan.engines.logparse import deployment_said
+from kvplan.engines.logrecord import deployment_at
 from kvplan.engines.log_weights import log_weight_dtype
 from kvplan.engines.sglang import engine as sglang
 from kvplan.engines.sglang import loaded as sglang_loaded
@@ -55,11 +54,8 @@ def reconcile_sglang(rec, model, gpu, version, kv_name, tp, weight_dtype=None):
     stated = s.get("quantization") if s.get("quantization") != "None" else None  # None: the checkpoint's choice
     wdt = log_weight_dtype(model, stated, weight_dtype, rec.model, out.notes, s.get("quant_bits"))
     inferred = None if tp or rec.tp else _tp_from_weights(model, rec, out, gpu or assumed_gpu(), version, wdt)
-    tp = tp or rec.tp or inferred or 1
     # under pp each stage's pool is its own layers' (the engine's pool_cell); the nodes as the log states them
-    dep = Deployment(tp, rec.pp or 1, node_gpus=node_gpus(rec, tp, rec.pp or 1))
-    out.notes.append(deployment_said(dep, rec, given, inferred=inferred is not None))
-    out.notes.extend(filter(None, [node_note(rec, dep, gpu)]))  # read, or assumed (kvplan.engines.lognodes)
+    dep = deployment_at(rec, tp or rec.tp or inferred or 1, given, out.notes, gpu, inferred=inferred is not None)
     if gpu is None:
         out.notes.append(f"no {arg('gpu')}: the rows that need the GPU's memory (memory in use before the "
                          "weights, #tokens from the GPU alone) are left out")

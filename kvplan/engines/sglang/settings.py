@@ -29,7 +29,7 @@ from kvplan.engines.sglang.defaults import (
 )
 from kvplan.engines.sglang.layout import OPTS as LAYOUT_OPTS
 from kvplan.model.compressed import has_compressed
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.planning.deploy import node_size, stage_ranges
 from kvplan.planning.plan import cache_dtypes
 

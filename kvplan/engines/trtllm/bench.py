@@ -48,7 +48,7 @@ import math
 from typing import NamedTuple
 
 from kvplan.model.layers import ATTENTION_KINDS
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 
 GIB = 1 << 30
 ELEM_BYTES = {"fp8": 1.0, "nvfp4": 0.5, "fp4": 0.5}  # tuning.py BYTES_PER_ELEM; anything else 2

@@ -53,7 +53,7 @@ from kvplan.engines.trtllm import mlp_split
 from kvplan.engines.trtllm import cache_dtype as trtllm_cache_dtype
 from kvplan.engines.trtllm import uma as trtllm_uma
 from kvplan.engines.options import opt_shared_bytes
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 
 VERSIONS = ("0.20.0", "1.2.0")
 DEFAULT_VERSION = "1.2.0"

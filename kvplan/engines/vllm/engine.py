@@ -44,7 +44,7 @@ from kvplan.planning.plan_warnings import PlanWarning
 from kvplan.model.compressed import CompressedMLA, has_compressed
 from kvplan.model.layers import IndexedMLA, Kind
 from kvplan.model.recurrent import ParallelHybrid
-from kvplan.model.spec import weight_bytes
+from kvplan.model.weights import weight_bytes
 from kvplan.engines import fp8_blocks, fp8_linear, kvbm, lmcache, served_dtype
 from kvplan.engines.lora import vllm_bytes as lora_bytes
 from kvplan.engines.vllm.offload import cpu_pool as vllm_cpu_pool

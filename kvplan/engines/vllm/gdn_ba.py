@@ -37,8 +37,8 @@ from kvplan.engines.fp8_linear import VLLM_ONE_PART_GDN
 from kvplan.engines.marlin_shapes import marlin_groups
 from kvplan.hardware.facts import capability_of, fact_missing, vendor_of
 from kvplan.model.recurrent import RecurrentState
-from kvplan.model.spec import PLAIN_BYTES, own_format
-from kvplan.model.weight_formats import linear_bytes
+from kvplan.model.weight_formats import PLAIN_BYTES, linear_bytes
+from kvplan.model.weights import own_format
 from kvplan.planning.deploy import stages_or_one
 from kvplan.planning.plan_warnings import PlanWarning
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from kvplan.core.intmath import round_up
 from kvplan.engines.fp8_blocks import exact_expert_width
 from kvplan.engines.vllm.mxfp4 import nvidia_capability
-from kvplan.model.spec import PLAIN_BYTES
+from kvplan.model.weight_formats import PLAIN_BYTES
 from kvplan.planning.deploy import stage_ranges
 from kvplan.planning.plan_warnings import PlanWarning
 from kvplan.readers.mlp_layout import gated_mlp, most_moe_layers

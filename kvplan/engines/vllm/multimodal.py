@@ -37,7 +37,7 @@ import dataclasses
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.base import Figure
 from kvplan.engines.vllm.overhead import encoder_budget
-from kvplan.model.spec import PLAIN_BYTES
+from kvplan.model.weight_formats import PLAIN_BYTES
 from kvplan.readers.towers.vision import COUNTED, TOWER_NOTICE
 
 IMAGE_ONLY = {"Gemma3ForConditionalGeneration", "Mistral3ForConditionalGeneration", "Llama4ForConditionalGeneration",

@@ -60,7 +60,7 @@ import dataclasses
 
 from kvplan.core.intmath import round_up
 from kvplan.engines.vllm import custom_ar
-from kvplan.model.spec import PLAIN_BYTES
+from kvplan.model.weight_formats import PLAIN_BYTES
 from kvplan.planning.deploy import NODE_GPUS, nvlink_reaches
 
 MIB = 2**20

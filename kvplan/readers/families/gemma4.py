@@ -16,6 +16,7 @@ from __future__ import annotations
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.model.layers import FullAttention, NoCache, SlidingWindow
 from kvplan.model.spec import ParamCounts
+from kvplan.readers.geometry import own_sizes
 
 FAMILIES = {"gemma4", "gemma4_text"}
 
@@ -34,10 +35,7 @@ def _layer_types(cfg, n: int) -> list[str]:
 
 
 def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
-    h = cfg.int("hidden_size", limit="hidden_size")
-    heads = cfg.int("num_attention_heads", limit="num_attention_heads")
-    n = cfg.int("num_hidden_layers", limit="num_hidden_layers")
-    vocab = cfg.int("vocab_size", limit="vocab_size")
+    h, heads, n, vocab = own_sizes(cfg)
     kv = cfg.int("num_key_value_heads", limit="num_key_value_heads")
     d = cfg.int("head_dim", limit="head_dim")
     types = _layer_types(cfg, n)

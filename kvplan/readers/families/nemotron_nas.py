@@ -19,6 +19,7 @@ from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.core.intmath import round_up
 from kvplan.model.layers import FullAttention, NoCache
 from kvplan.model.spec import ParamCounts
+from kvplan.readers.geometry import own_sizes
 
 FAMILIES = {"nemotron-nas", "nemotron_nas", "deci", "deci_lm"}
 
@@ -53,10 +54,7 @@ def _ffn_width(cfg, i: int, ffn: dict, hidden: int) -> int:
 
 
 def read(cfg, model_type: str) -> tuple[dict, list, ParamCounts]:
-    hidden = cfg.int("hidden_size", limit="hidden_size")
-    heads = cfg.int("num_attention_heads", limit="num_attention_heads")
-    n = cfg.int("num_hidden_layers", limit="num_hidden_layers")
-    vocab = cfg.int("vocab_size", limit="vocab_size")
+    hidden, heads, n, vocab = own_sizes(cfg)
     blocks = cfg.raw("block_configs")
     if not isinstance(blocks, list) or len(blocks) != n:
         got = len(blocks) if isinstance(blocks, list) else "no"

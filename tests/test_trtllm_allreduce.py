@@ -13,7 +13,7 @@ from it (1.2.0).
 from __future__ import annotations
 
 from kvplan.engines import resolve_engine
-from kvplan.engines.trtllm.allreduce import workspace_bytes
+from kvplan.engines.trtllm.allreduce import workspace_bytes, workspace_size
 from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
@@ -89,4 +89,19 @@ def test_attention_dp_on_a_class_not_read_books_the_group_and_says_so():
     assert any("Qwen3MoeForCausalLM it was not read" in w and "2,050 MiB a rank" in w for w in said)
     said = [str(w) for w in api.plan("deepseek-v3", "h200", tp=1, dp=8, ep=8, engine="trtllm",
                                      engine_version="1.2.0", context=8192).warnings]
+    assert not any("all-reduce workspace" in w for w in said)
+
+
+def test_the_size_by_release_and_11s_unread_size_said():
+    from kvplan import api
+    # 67,108,864 B from 1.2.0 (TensorRT-LLM#9145: main cut 1.2.0rc2 before it and 1.2.0rc8 after); 1.0.0 the plugin.py
+    # form, 8,000,000 B above tp 2 and 16,000,000 B at tp <= 2; 1.1.x not read, booked as 1.2.0 (the safe side)
+    assert workspace_size(8, "1.2.0") == workspace_size(8, "1.1.0") == workspace_size(8, "1.1.0rc3") == 67_108_864
+    assert workspace_size(8, "1.0.0") == 8_000_000 and workspace_size(2, "1.0.0") == 16_000_000
+    # tp 8 on one node at 1.1.0: 2,050 MiB booked (the hand sum above); the 8 MB form would be 260,046,848 B = 248 MiB
+    said = [str(w) for w in api.plan("llama-3.1-70b", "h100-sxm", tp=8, engine="trtllm", engine_version="1.1.0",
+                                     context=8192).warnings]
+    assert any("2,050 MiB a rank booked, 248 MiB with the 8 MB form" in w for w in said)
+    said = [str(w) for w in api.plan("llama-3.1-70b", "h100-sxm", tp=8, engine="trtllm", engine_version="1.2.0",
+                                     context=8192).warnings]
     assert not any("all-reduce workspace" in w for w in said)

@@ -34,18 +34,25 @@ init for Attention DP", merged into main 2025-12-01, while main still cut the 1.
 
 The size by release. `max_workspace_size_auto` returned 16,000,000 B at tp <= 2 and 8,000,000 B above
 (`tensorrt_llm/plugin/plugin.py` @c20322ffd3dc0740ca530c9fad989b22e64f6e06, the 0.20-1.0 form); TensorRT-LLM#9145
-(merged 2025-11, "Enlarged the AllReduce workspace size to 64MB": 8 MB caused hangs) made it 67,108,864 B at every
-tp, overridable by TRTLLM_ALLREDUCE_FUSION_WORKSPACE_SIZE (allreduce_helper.py L46-84, the default at L83). The merge
-postdates 1.1's release candidates; whether 1.1.0 carries it was not read, so kvplan books the 64 MiB form from
-1.1.0, the safe side (a 1.1.0 without it holds less, and kvplan's KV budget is low by the difference there).
+("Enlarged the AllReduce workspace size to 64MB": 8 MB caused hangs; opened 2025-11-13) made it 67,108,864 B at
+every tp, overridable by TRTLLM_ALLREDUCE_FUSION_WORKSPACE_SIZE (allreduce_helper.py L46-84, the default at L83).
+The first release that carries it is 1.2.0 (FIXED_FROM): main had cut 1.2.0rc2 (2025-11-07,
+triton-inference-server/tensorrtllm_backend#819) before it was opened, and cut 1.2.0's release candidates to
+1.2.0rc8 (2026-01-15, #837) after. 1.1.x's release candidates predate it (1.1.0rc4: 2025-09-10, #796) and 1.1.0
+(2025-12-19 on PyPI, kvplan.engines.trtllm.releases) comes from its release branch, whose release notes' fixed issues
+do not name it (nvidia.github.io/TensorRT-LLM/release-notes.html, "TensorRT-LLM Release 1.1"). The v1.1.0 tag itself
+could not be read here (the repository's snapshot is over the fetch limit and the code index keeps no tag), so
+whether a cherry-pick reached 1.1.0 is not known: kvplan books 1.1.x the 64 MiB form, the safe side (without it 1.1.x
+holds less, and the KV budget is low by the difference), and says so (`note`).
 
 Where it lands: inside the budget. The workspace is made while the model is built, before weights load, and is held
 (`cudaMalloc`, outside PyTorch's allocator) when `KvCacheCreator` reads the memory left after its warm-up run
 (`_torch/pyexecutor/_util.py` @0004396720054fd8e205cbf616f21f0b57c6b412 configure_kv_cache_capacity: kv = (total -
 peak) x free_gpu_memory_fraction, the peak counting non-torch memory), so it comes out of the pool as the weights do.
-By hand at tp 8 on one node, 1.2.0: data 8 x 64 MiB = 512 MiB, barriers 2,048 B -> 2 MiB, Lamport 3 x 512 = 1,536 MiB:
+By hand at tp 8 on one node, 1.2.0 (and 1.1.x as booked): data 8 x 64 MiB = 512 MiB, barriers 2,048 B -> 2 MiB,
+Lamport 3 x 512 = 1,536 MiB:
 2,050 MiB; 0.20.0: 8 x 8,000,000 = 64,000,000 -> 31 pages (65,011,712), 2 MiB, 192,000,000 -> 92 pages
-(192,937,984): 260,046,848 B (248 MiB). Tp 1 x dp 8 on one node: the same, before #9542; 0 for DeepSeek-V3 from it.
+(192,937,984): 260,046,848 B (248 MiB). Tp 1 x dp 8 on one node: the same before #9542; 0 for DeepSeek-V3 from it.
 """
 
 from __future__ import annotations
@@ -57,7 +64,8 @@ from kvplan.engines.trtllm.mlp_split import ARCHITECTURES as DEEPSEEK_V3
 MIB = 2**20
 PAGE = 2 * MIB  # IpcMemory.open_ipc_memory: align_size(size, 1 << 21)
 BARRIERS_PER_RANK = 256  # allocate_allreduce_fusion_workspace: IpcMemory(mapping, 256 * tp_size)
-FIXED_FROM = (1, 1, 0)  # TensorRT-LLM#9145's 64 MiB, booked from 1.1.0 (module docstring)
+FIXED_FROM = (1, 2, 0)  # the first release with TensorRT-LLM#9145's 64 MiB (module docstring)
+UNREAD_LINE = (1, 1)  # 1.1.x: whether it carries #9145 was not read; booked the 64 MiB form, the safe side
 FIXED = 67_108_864  # max_workspace_size_auto's default from TensorRT-LLM#9145
 BEFORE_SMALL, BEFORE_LARGE = 16_000_000, 8_000_000  # before it: tp <= 2, and above
 SKIPPED_UNDER_DP_FROM = (1, 2, 0)  # TensorRT-LLM#9542: no AllReduce module under attention DP (module docstring)
@@ -67,7 +75,7 @@ SKIPPED_UNDER_DP = DEEPSEEK_V3  # the model classes whose skip was read
 def workspace_size(tp: int, version: str | None) -> int:
     """`max_workspace_size_auto(tp, support_deterministic=False)` of TensorRT-LLM `version` (None: the newest form)."""
     v = release_of(version)
-    if v is None or v >= FIXED_FROM:
+    if v is None or v >= FIXED_FROM or v[:2] == UNREAD_LINE:
         return FIXED
     return BEFORE_SMALL if tp <= 2 else BEFORE_LARGE
 
@@ -77,7 +85,11 @@ def workspace_bytes(tp: int, node: int, version: str | None) -> int:
     IpcMemory buffers in 2 MiB pages where the group sits on one node and tp > 1, else 0 (NCCL across nodes)."""
     if tp <= 1 or tp > node:
         return 0
-    size = workspace_size(tp, version)
+    return _pages(workspace_size(tp, version), tp)
+
+
+def _pages(size: int, tp: int) -> int:
+    """The three IpcMemory buffers of `size` at `tp` ranks, each in whole 2 MiB pages."""
     return sum(round_up(b, PAGE) for b in (size * tp, BARRIERS_PER_RANK * tp, 3 * size * tp))
 
 
@@ -102,13 +114,18 @@ def rank_bytes(model, dep, node: int, version: str | None) -> int:
 
 
 def note(model, dep, node: int, version: str | None) -> str | None:
-    """What a plan states where it books the whole group's workspace under attention DP without having read that the
-    model class opens it (from TensorRT-LLM#9542 on, a class other than DeepSeek-V3's); None elsewhere."""
-    v = release_of(version)
-    if dep.dp == 1 or skips_under_dp(model, version) or (v is not None and v < SKIPPED_UNDER_DP_FROM):
-        return None
-    booked = rank_bytes(model, dep, node, version)
+    """What a plan states where the workspace it books was not read: 1.1.x's size (booked as TensorRT-LLM#9145's),
+    and under attention DP from #9542 on the whole group's for a model class other than DeepSeek-V3's; else None."""
+    v, booked = release_of(version), rank_bytes(model, dep, node, version)
     if not booked:
+        return None
+    if v is not None and v[:2] == UNREAD_LINE:
+        group = group_ranks(model, dep, version)
+        before = _pages(BEFORE_SMALL if group <= 2 else BEFORE_LARGE, group)
+        return (f"whether TensorRT-LLM {version} carries the 64 MiB all-reduce workspace (TensorRT-LLM#9145, first "
+                f"in 1.2.0) was not read: {booked / MIB:,.0f} MiB a rank booked, {before / MIB:,.0f} MiB with the "
+                "8 MB form before it (kvplan.engines.trtllm.allreduce)")
+    if dep.dp == 1 or skips_under_dp(model, version) or (v is not None and v < SKIPPED_UNDER_DP_FROM):
         return None
     return (f"TensorRT-LLM skips its all-reduce modules under attention DP from 1.2.0 (TensorRT-LLM#9542, read for "
             f"DeepSeek-V3); for {model.architecture} it was not read, so the whole group's all-reduce workspace is "

@@ -5,12 +5,15 @@ before the KV pool (it is allocated at model construction, before KvCacheCreator
 Sources (the module docstring): NVIDIA/TensorRT-LLM allreduce_helper.py @4fb601b9 L122-131 (the three buffers),
 L83 (67,108,864 B); plugin.py @c20322ff max_workspace_size_auto (16,000,000 at tp <= 2, 8,000,000 above);
 _ipc_utils.py @c8965302 (align_size(size, 1 << 21); nothing where tp_size > gpus_per_node).
+Under attention DP: modeling_deepseekv3.py @a43cf9e3 (AllReduce and MoEAllReduce on the model's Mapping, tp_size
+= every rank) before TensorRT-LLM#9542, and its guard `if not self.enable_attention_dp and self.mapping.tp_size > 1`
+from it (1.2.0).
 """
 
 from __future__ import annotations
 
 from kvplan.engines import resolve_engine
-from kvplan.engines.trtllm.allreduce import workspace_bytes
+from kvplan.engines.trtllm.allreduce import workspace_bytes, workspace_size
 from kvplan.hardware.gpus import find_gpu
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.plan import Request
@@ -46,12 +49,59 @@ def test_the_plan_books_it_before_the_pool():
     assert abs((spread.kv_memory_bytes_per_gpu - one.kv_memory_bytes_per_gpu) - 0.9 * 2_149_580_800) < 2
 
 
-def test_attention_dp_says_the_whole_groups_workspace_it_does_not_book():
+def _dp_bytes(name, version, node=8):
+    """The workspace a rank of `name` books at tp 1 x dp 8 (attention DP, ep 8) on nodes of `node` H200s."""
+    model, h200 = find_in_catalog(name), find_gpu("h200")
+    engine = resolve_engine("trtllm", version, [])
+    dep = Deployment(tp=1, dp=8, ep=8, node_gpus=node)
+    return engine.settings(model, h200, dep, Request(context=8192)).allreduce_bytes
+
+
+def test_attention_dp_before_9542_opens_the_whole_groups_workspace():
+    # DeepSeek-V3 at tp 1 x dp 8 (tensor_parallel_size 8, enable_attention_dp) on one 8-GPU node: every decoder layer
+    # builds AllReduce(mapping=model_config.mapping) with the model's Mapping, tp_size 8 (modeling_deepseekv3.py
+    # @a43cf9e3), so get_allreduce_workspace opens one workspace over all 8 ranks. 0.20.0 (size 8,000,000 at tp > 2):
+    # 64,000,000 B -> 31 pages (65,011,712) + one 2 MiB page + 192,000,000 B -> 92 pages (192,937,984) = 260,046,848 B
+    assert _dp_bytes("deepseek-v3", "0.20.0") == 65_011_712 + 2_097_152 + 192_937_984 == 260_046_848
+    # 1.1.0 (the 64 MiB form booked from 1.1.0): 8 x 64 MiB = 512 MiB + 2 MiB + 1,536 MiB = 2,050 MiB
+    assert _dp_bytes("deepseek-v3", "1.1.0") == 2_050 * MIB
+    # the same group over nodes of 4 GPUs: tp_size 8 > gpus_per_node 4, IpcMemory opens nothing
+    assert _dp_bytes("deepseek-v3", "0.20.0", node=4) == 0
+
+
+def test_attention_dp_from_9542_opens_none_for_deepseek_v3():
+    # 1.2.0 (TensorRT-LLM#9542): `if not self.enable_attention_dp and self.mapping.tp_size > 1` guards every
+    # AllReduce DeepSeek-V3 builds; the embedding and LM head take no model Mapping: nothing over tp 8 is left
+    assert _dp_bytes("deepseek-v3", "1.2.0") == 0
+    # without attention DP, tp 8 still opens 2,050 MiB a rank (the hand sum above)
+    engine, model = resolve_engine("trtllm", "1.2.0", []), find_in_catalog("deepseek-v3")
+    assert engine.settings(model, find_gpu("h200"), Deployment(tp=8), Request(context=8192)).allreduce_bytes \
+        == 2_050 * MIB
+
+
+def test_attention_dp_on_a_class_not_read_books_the_group_and_says_so():
     from kvplan import api
-    # tp 1 x dp 8 on one node, 1.2.0: the whole group of 8 would take 8 x 64 + 2 + 3 x 8 x 64 = 2,050 MiB a rank
-    # (the hand sum above); kvplan books the attention tp's (tp 1: none) and says the rest in a warning
-    said = [str(w) for w in api.plan("deepseek-v3", "h200", tp=1, dp=8, ep=8, engine="trtllm", engine_version="1.2.0",
+    # Qwen3-MoE at 1.2.0: whether #9542 skips its modules was not read; the form before it (Qwen3MoE's
+    # AllReduce(mapping=model_config.mapping)) opens the whole group's 2,050 MiB, booked and said
+    assert _dp_bytes("qwen3-30b-a3b", "1.2.0") == 2_050 * MIB
+    said = [str(w) for w in api.plan("qwen3-30b-a3b", "h200", tp=1, dp=8, ep=8, engine="trtllm",
+                                     engine_version="1.2.0", context=8192).warnings]
+    assert any("Qwen3MoeForCausalLM it was not read" in w and "2,050 MiB a rank" in w for w in said)
+    said = [str(w) for w in api.plan("deepseek-v3", "h200", tp=1, dp=8, ep=8, engine="trtllm",
+                                     engine_version="1.2.0", context=8192).warnings]
+    assert not any("all-reduce workspace" in w for w in said)
+
+
+def test_the_size_by_release_and_11s_unread_size_said():
+    from kvplan import api
+    # 67,108,864 B from 1.2.0 (TensorRT-LLM#9145: main cut 1.2.0rc2 before it and 1.2.0rc8 after); 1.0.0 the plugin.py
+    # form, 8,000,000 B above tp 2 and 16,000,000 B at tp <= 2; 1.1.x not read, booked as 1.2.0 (the safe side)
+    assert workspace_size(8, "1.2.0") == workspace_size(8, "1.1.0") == workspace_size(8, "1.1.0rc3") == 67_108_864
+    assert workspace_size(8, "1.0.0") == 8_000_000 and workspace_size(2, "1.0.0") == 16_000_000
+    # tp 8 on one node at 1.1.0: 2,050 MiB booked (the hand sum above); the 8 MB form would be 260,046,848 B = 248 MiB
+    said = [str(w) for w in api.plan("llama-3.1-70b", "h100-sxm", tp=8, engine="trtllm", engine_version="1.1.0",
                                      context=8192).warnings]
-    assert any("up to 2,050 MiB smaller" in w for w in said)
-    said = [str(w) for w in api.plan("deepseek-v3", "h200", tp=8, engine="trtllm", context=8192).warnings]
-    assert not any("under attention DP" in w for w in said)
+    assert any("2,050 MiB a rank booked, 248 MiB with the 8 MB form" in w for w in said)
+    said = [str(w) for w in api.plan("llama-3.1-70b", "h100-sxm", tp=8, engine="trtllm", engine_version="1.2.0",
+                                     context=8192).warnings]
+    assert not any("all-reduce workspace" in w for w in said)

@@ -92,7 +92,7 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     used = trtllm_uma.used_bytes(gpu, held, cache, weight_bytes(model).total)  # 0 where it does not apply
     return Settings(version, opt_float(opts, "free_gpu_memory_fraction", float(frac)), tpb,
                     opt_int(opts, "max_num_tokens", 8192), held, cache, used,
-                    allreduce.workspace_bytes(dep.tp, node_size(dep, gpu), version))
+                    allreduce.rank_bytes(model, dep, node_size(dep, gpu), version))
 
 
 def bytes_per_token(layers, tp: int, kv_dtype) -> int:
@@ -203,7 +203,7 @@ class TrtLlm(Engine):
         said = mlp_split.note(model, dep, gpu)
         uma = trtllm_uma.warnings(gpu, st.os_memory, st.page_cache, weight_bytes(model).total,
                                   st.free_gpu_memory_fraction)  # () on a discrete GPU without the options
-        dp_ws = allreduce.unbooked_under_dp(dep.dp, dep.tp, node_size(dep, gpu), st.version)
+        dp_ws = allreduce.note(model, dep, node_size(dep, gpu), st.version)
         return (((PlanWarning.literal(said),) if said else ()) + ((PlanWarning.literal(dp_ws),) if dp_ws else ())
                 + tuple(w._replace(topic=UNIFIED) for w in uma))
 

@@ -10,7 +10,7 @@ ggml/src/ggml-cuda; dates are the llama.cpp commits'):
   where the build defines GGML_CUDA_USE_GRAPHS, common.cuh:531, which llama.cpp's does: an option llama.cpp turns on
   since llama.cpp#8140, whisper.cpp#2261), only on compute capability 8.0 and newer (`cc < CC_AMPERE`:
   `disable_due_to_gpu_arch`), Volta and Turing too since llama.cpp#25749
-  (2026-07-16, ggml-org/ggml@c621d2c8); not for a node on a split (row-parallel) buffer (:2530), so not at tp > 1;
+  (2026-07-16, ggml-org/ggml@c621d2c8); not for a node on a split (row-parallel) buffer (:2527), so not at tp > 1;
   not for a step of more than one token (`node->op == GGML_OP_ADD && node->src[1]->ne[1] > 1`: "disable CUDA graphs
   for batch size > 1 for now", :2542) until llama.cpp#19645 (2026-02-17, ggml-org/ggml@23c1635e, both checks gone);
   not for a model with experts (GGML_OP_MUL_MAT_ID, :2534) until llama.cpp#13014 (2025-04-22, ggml-org/ggml@658de8ce:

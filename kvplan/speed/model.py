@@ -293,8 +293,8 @@ class StepModel:
         self.measured = measured_tp(s)  # the tp all-reduces by bytes
         tp_calls = 2 * s.layers if s.tp > 1 and not self.measured else 0
         calls = tp_calls + (2 * s.moe_layers if moves_tokens(s) else 0)
-        self.base = (c["weights"] * s.dense_bytes / s.bandwidth + c["step"] + c["layer"] * s.layers
-                     + c["latency"] * calls * s.link_latency_s)
+        self.base = c["weights"] * s.dense_bytes / s.bandwidth + c["step"] + c["latency"] * calls * s.link_latency_s
+        self.launch = c["layer"] * s.layers  # a step's layers launched from the host, unless it replays a graph
         # the engine's custom all-reduce: a step below its size limit pays its latency in place of the ring's
         self.oneshot = (c["latency"] * tp_calls * (s.oneshot_latency_s - s.link_latency_s) if s.oneshot_latency_s
                         else 0.0)
@@ -332,6 +332,11 @@ class StepModel:
                                              * measured_allreduce(s.allreduce, tokens * s.hidden * ACT_BYTES))
         return hit
 
+    def launches(self, tokens: float) -> float:
+        """The `layer` term of a step of `tokens`: none where it replays a graph (Shape.graph_tokens, as features)."""
+        g = self.shape.graph_tokens
+        return 0.0 if g and tokens <= g else self.launch
+
     def experts(self, tokens: float) -> float:
         hit = self._experts.get(tokens)
         if hit is None:
@@ -349,7 +354,7 @@ class StepModel:
 
     def step(self, tokens: float, seqs: float, context: float, pairs: float, new: float = 0, *,
              prefill_pairs: float = 0.0, prefill_context: float = 0.0) -> float:
-        t = (self.base + self.per_token * tokens + self.per_seq * seqs + self.per_ctx * context
+        t = (self.base + self.launches(tokens) + self.per_token * tokens + self.per_seq * seqs + self.per_ctx * context
              + self.per_pair * pairs + self.per_prefill_pair * prefill_pairs + self.per_new * new)
         if prefill_context and self.shape.decompress_flops:
             rate = path_at(self.shape, tokens)[0]  # the Shape's GEMM rate, or its path's at this many tokens
@@ -375,7 +380,7 @@ class StepModel:
         """A function of the cached context: a decode-only step of `seqs` sequences."""
         if self.windows or self.topk or self.pair_topk:
             return lambda context: self.step(seqs, seqs, context, float(context + seqs))
-        fixed = self.base + (self.per_token + self.per_seq + self.per_pair) * seqs
+        fixed = self.base + self.launches(seqs) + (self.per_token + self.per_seq + self.per_pair) * seqs
         if self.shape.paths:
             fixed += self.path(seqs, seqs)
         if self.shape.num_experts:

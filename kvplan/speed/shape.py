@@ -33,6 +33,7 @@ from kvplan.planning.profile import PAGED, kv_profile
 from kvplan.speed.compute_dtype import STATED, compute_dtype, datasheet_flops, ggml_rate_of, read_flops, sixteen_bit
 from kvplan.speed.ggml import attention_rate as ggml_attention_rate
 from kvplan.speed.ggml import paths as ggml_paths
+from kvplan.speed.ggml_graph import graph_tokens
 from kvplan.speed.ggml_scan import scan_seconds
 from kvplan.speed.mlaform import as_run, mla_heads_per_rank
 from kvplan.speed.model import (absorbed_prefill, custom_allreduce_bytes, engine_key, gemm_kernels,
@@ -220,9 +221,9 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
            prefill_graph: bool = False) -> Shape:
     """model_terms' fields on `gpu`: its bandwidth (read_bandwidth) and GEMM rates at the weight dtype and at bf16
     (read_flops), the datasheet's beside them for the roofline, and its link; under llama.cpp, its GEMM paths by
-    tokens per step (kvplan.speed.ggml); MXFP4 MoE weights at the precision the engine's kernels multiply in at
-    `version` where kvplan.speed.mxfp4 reads them (SGLang's, vLLM's, TensorRT-LLM's), the weight dtype's own rate
-    otherwise;
+    tokens per step (kvplan.speed.ggml) and the steps its build replays from a graph (kvplan.speed.ggml_graph);
+    MXFP4 MoE weights at the precision the engine's kernels multiply in at `version` where kvplan.speed.mxfp4 reads
+    them (SGLang's, vLLM's, TensorRT-LLM's), the weight dtype's own rate otherwise;
     an MLA prefill at the decode width where the engine runs it absorbed (kvplan.speed.model.MLA_PREFILL, and
     with its `prefix_cache` on by release and `attention_backend`, its default by heads a rank over the engine's
     `tp_size`, attention-DP ranks included, None: terms' tp: kvplan.speed.mlaform); the
@@ -253,7 +254,8 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
         paths, missing = ggml_paths(gpu, stored, dense, rate_of, date)
         bf16 = ggml_attention_rate(gpu, rate_of)  # its attention's two accumulators
         # no chunked FLOPs (kvplan.speed.recurrent): its serial scan at its measured time (kvplan.speed.ggml_scan)
-        terms = {**terms, "recurrent_flops": 0.0, "measured_s_per_token": scan_seconds(spec.layers, gpu)}
+        terms = {**terms, "recurrent_flops": 0.0, "measured_s_per_token": scan_seconds(spec.layers, gpu),
+                 "graph_tokens": graph_tokens(gpu, date, terms["num_experts"] > 0, terms["tp"])}  # its graph replays
     # a rank's KV heads as the engine's MLA default reads them, over its whole tp size (`tp_size`: attention-DP ranks
     # included; None: terms' tp), by the rule kvplan.engines.sglang.attention reads for the page and the aiter cut
     heads = mla_heads_per_rank(spec, tp_size or terms["tp"])

@@ -54,7 +54,7 @@ the order of `TERMS`:
              one-kernel custom all-reduce on a fully connected fabric, its tensor-parallel calls below the kernel's
              size limit at `fabric_latency`, flat in n: kvplan.speed.model.CUSTOM_ALLREDUCE)
   step       1 (seconds per step: scheduling, launches, sampling)
-  layer      layers on the rank (seconds per layer per step)
+  layer      layers on the rank (seconds per layer per step; none where llama.cpp replays the step's graph: ggml_graph)
   seq        sequences in the step (seconds per sequence per step)
   request    1 for a request's prefill (seconds per request: tokenising, admission, detokenising)
   pstep      prefill steps (seconds per prefill batch: an engine that runs its prefill batches apart from its
@@ -146,6 +146,7 @@ class Shape:
     rate_missing: str = ""  # a precision a path needs that the profile does not rate (kvplan.speed.ggml)
     score_bytes_per_flop: float = 0.0  # attention scores materialized (llama.cpp without FlashAttention): kv term
     prefill_graph: bool = False  # prefill steps replay a CUDA graph, MoE blocks inside it: no `pmoe` launch cost
+    graph_tokens: int = 0  # llama.cpp: steps of at most this many tokens replay a CUDA / HIP graph, no `layer` cost
 
 
 def path_at(s: Shape, per_step: float) -> tuple[float, float]:
@@ -227,7 +228,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         comm,
         lat,
         steps,
-        s.layers * steps,
+        s.layers * steps if not s.graph_tokens or per_step > s.graph_tokens else 0.0,  # launched from the host
         seqs * steps if seq_steps is None else seq_steps,
         request,
         prefill_steps,

@@ -47,8 +47,11 @@ def test_only_vllm_at_its_world_sizes_on_a_fully_connected_fabric_runs_it():
     # vLLM's _SUPPORTED_WORLD_SIZES [2, 4, 6, 8]
     assert custom_allreduce_bytes("vllm", 8) == 8_388_608 and custom_allreduce_bytes("vllm", 3) == 0
     spec, gpus = find_in_catalog("llama-3.1-70b-instruct"), load_gpus()
-    v = shape_for(spec, gpus["h100-sxm"], tp=8, engine="vllm")
+    v = shape_for(spec, gpus["h100-sxm"], tp=8, engine="vllm", version="0.10.2")
     assert v.oneshot_latency_s == pytest.approx(7.8e-6) and v.oneshot_max_bytes == 8_388_608
+    # from 0.11.0 the symmetric-memory all-reduce follows to 64 MB at 8 H100s (SYMM_MEM_ALL_REDUCE_MAX_SIZES "9.0",
+    # vLLM all_reduce_utils.py 0.11.0 L45-58; kvplan.speed.symm_allreduce): 64 x 2^20 = 67,108,864 B
+    assert shape_for(spec, gpus["h100-sxm"], tp=8, engine="vllm").oneshot_max_bytes == 67_108_864
     pcie = shape_for(spec, gpus["l40s"], tp=4, engine="vllm")
     assert pcie.oneshot_latency_s == 0.0 and pcie.oneshot_max_bytes == 0
     assert custom_allreduce_bytes("llama.cpp", 8) == 0  # not in CUSTOM_ALLREDUCE

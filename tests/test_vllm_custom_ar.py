@@ -85,3 +85,31 @@ def test_v0_tp1_with_pipeline_stages_has_no_buffers():
     # 18 MiB, 131,072,000 B; tp 1 pp 1 keeps V0's one-GPU 160 MiB
     assert non_torch(1, 2, (0, 6, 0), node=8) == 131_072_000
     assert non_torch(1, 1, (0, 6, 0), node=8) == 160 * MIB
+
+
+def test_amd_before_0_8_3_builds_no_buffers():
+    # vLLM through 0.8.2 sets disable_custom_all_reduce on ROCm (0.7.3 config.py L1413-1417, 0.8.2 L1550-1554), so
+    # CudaCommunicator builds no CustomAllreduce (cuda_communicator.py L45-50); 0.8.3 builds it on gfx94*
+    # (config.py L1632-1636, platforms/rocm.py L307-311). MI300X (xGMI, 8 fully connected), tp 8 on one node:
+    # 0.7.3 (V0) 143 - 18 = 125 MiB = 131,072,000 B; 0.8.3 the legacy 143 MiB = 149,946,368 B, as on an H100
+    mi300x = find_gpu("mi300x")
+    assert non_torch(8, 1, (0, 7, 3), gpu=mi300x, node=8) == 131_072_000
+    assert non_torch(8, 1, (0, 8, 2), gpu=mi300x, node=8) == 131_072_000
+    assert non_torch(8, 1, (0, 8, 3), gpu=mi300x, node=8) == 149_946_368
+    assert non_torch(8, 1, (0, 7, 3), gpu=find_gpu("h100-80"), node=8) == 149_946_368
+    # AMD's fork build that keeps the kernel on (ROCm/vllm@21f6ca217, kvplan.speed.model.AMD_FORK_BUILDS)
+    assert non_torch(8, 1, (0, 7, 3), gpu=mi300x, node=8, release="0.7.3.dev138+g21f6ca217") == 149_946_368
+
+
+def test_the_plan_reads_the_release_as_the_speed_side_does():
+    # one rule for both sides (kvplan.speed.model.runs_custom_allreduce_on_amd): 0.8.2 upstream on MI300X books
+    # 18,874,368 B less per GPU than the same release built by AMD's fork, which keeps the buffers
+    from kvplan.speed.model import runs_custom_allreduce_on_amd
+
+    def overhead(version):
+        return api.plan("llama-3.1-70b", "mi300x", tp=8, context="8k", engine="vllm",
+                        engine_version=version).overhead_bytes_per_gpu
+
+    fork = "0.8.2+g21f6ca217"
+    assert not runs_custom_allreduce_on_amd("vllm", "0.8.2") and runs_custom_allreduce_on_amd("vllm", fork)
+    assert overhead(fork) - overhead("0.8.2") == 18_874_368

@@ -24,6 +24,7 @@ from kvplan.hardware.facts import vendor_of
 from kvplan.speed.eras import engine_of, padded
 from kvplan.speed.allreduce import measured_allreduce
 from kvplan.speed.mlaform import absorbs_with_prefix
+from kvplan.speed.symm_allreduce import SYMM_MEM_ENGINES, symm_mem_bytes
 from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, bound, capped_pair_seconds, features, gemm_seconds,
                                 measured_tp, moves_tokens, path_at, prefill_width, roofline, roofline_of)
 
@@ -155,12 +156,13 @@ def custom_allreduce_bytes(engine: str | None, tp: int, gpu=None, version: str |
     """The message size from which the engine's all-reduce among `tp` GPUs of `gpu` (a profile; None: an NVIDIA part)
     leaves its custom kernel for NCCL (CUSTOM_ALLREDUCE, CUSTOM_ALLREDUCE_AMD on an AMD profile), 0 where it has none
     for that many, or none on an AMD GPU at its release `version` (None: the current one; CUSTOM_ALLREDUCE_AMD_SINCE);
-    kvplan's own rules (no engine) read vLLM's."""
+    vLLM's symmetric-memory all-reduce's limit past it from 0.11.0 (kvplan.speed.symm_allreduce); kvplan's own rules
+    (no engine) read vLLM's."""
     key = rules_key(engine)
     limit = CUSTOM_ALLREDUCE.get(key, {}).get(tp, 0)
     if limit and vendor_of(gpu) == "AMD":
         return CUSTOM_ALLREDUCE_AMD.get(key, limit) if runs_custom_allreduce_on_amd(engine, version) else 0
-    return limit
+    return max(limit, symm_mem_bytes(tp, gpu, version)) if key in SYMM_MEM_ENGINES and limit else limit
 
 
 # A run's flags that send its tensor-parallel all-reduces to NCCL whatever their size: {flag: the values that do}.

@@ -24,22 +24,37 @@ fitted on single-node tp 2 / 4 / 8 logs, holds them. From 0.11.0 the distributed
 distributed environment BEFORE taking memory snapshot", 0.11.0 `gpu_worker.py` L165-182, vllm#25359; 0.17.0 L261-284
 the same): the buffers, on one node or none, are outside the window and out of the KV budget, so the node rule moves
 nothing there.
+
+On an AMD GPU through 0.8.2 there are none: `ParallelConfig._verify_args` sets `disable_custom_all_reduce` on ROCm
+("Disabled the custom all-reduce kernel because it is not supported on AMD GPUs": 0.7.3 wheel `config.py` L1413-1417,
+0.8.2 L1550-1554), the worker passes it on (`set_custom_all_reduce(not disable_custom_all_reduce)`, 0.7.3
+`worker/worker.py` L502, `v1/worker/gpu_worker.py` L253), and ROCm's communicator, the CUDA one (0.7.3
+`platforms/rocm.py` L232-233), builds no `CustomAllreduce` then (`device_communicators/cuda_communicator.py` L19-25,
+L45-50; 0.8.2 the same, its worker L503 and L280). 0.8.3 builds it where `use_custom_allreduce` holds (config.py
+L1632-1636; `platforms/rocm.py` L307-311, gfx94*), the same two buffers (`custom_all_reduce.py` L156-161,
+`allocate_shared_buffer_and_handle`). The release rule is the speed side's, read from one place
+(kvplan.speed.model.runs_custom_allreduce_on_amd, which knows the AMD fork builds that keep it on); the gfx94 test of
+0.8.3 is not applied (an MI250X on 0.8.3-0.10.x is booked with them).
 """
 
 from __future__ import annotations
 
 from kvplan.engines.custom_allreduce import SUPPORTED, fabric_allows, ipc_buffer_bytes
+from kvplan.engines.versions import dotted
+from kvplan.hardware.facts import vendor_of
+from kvplan.speed.model import runs_custom_allreduce_on_amd
 
 BUFFERS = ipc_buffer_bytes()  # 18 MiB: meta_ptrs + buffer_ptrs
 IN_WINDOW_BEFORE = (0, 11, 0)  # the start-up snapshot moved after the distributed set-up (vllm#25359)
 
 
-def unbuilt_bytes(tp: int, node: int, version: tuple[int, ...], gpu=None) -> int:
+def unbuilt_bytes(tp: int, node: int, version: tuple[int, ...], gpu=None, release: str | None = None) -> int:
     """The custom all-reduce buffers a legacy constant holds (fitted where vLLM built them) that a tp group of `tp`
     ranks over nodes of `node` GPUs of profile `gpu` does not have: BUFFERS where they fall in the window (before
     0.11.0) and vLLM builds none (one rank, a group across nodes, a size not supported, more than two ranks not fully
-    connected), else 0."""
+    connected, an AMD GPU before 0.8.3), else 0. `release`: the version as named (an AMD fork build's hash in it)."""
     if version >= IN_WINDOW_BEFORE:
         return 0
-    built = tp <= node and tp in SUPPORTED and fabric_allows(gpu, tp, unknown=True)
+    amd_off = vendor_of(gpu) == "AMD" and not runs_custom_allreduce_on_amd("vllm", release or dotted(version))
+    built = tp <= node and tp in SUPPORTED and fabric_allows(gpu, tp, unknown=True) and not amd_off
     return 0 if built else BUFFERS

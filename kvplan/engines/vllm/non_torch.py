@@ -39,6 +39,19 @@ PyTorch's allocator in that window counts. Two terms appear by release, from the
    Without NVSwitch (PCIe H100, H100 NVL) the multicast query fails and vLLM goes on without it
    ("expected on GPUs without NVSwitch"), as across nodes outside multi-node NVLink (across_nodes). This is why
    tp 2 and tp 4 print the same ~2.1 GiB on v0.19 H100 while v0.11 printed 0.55 GiB.
+   The same pass's quant fusions (AllReduceFusedRMSNormStaticQuantFP8Pattern, the NVFP4 ones) take a second
+   workspace slot, `_fi_ar_quant_workspace`, created for every model (FP8 checkpoint or not) right after the first
+   (0.17.0 allreduce_rms_fusion.py L756-786; 0.24.0 L988-996), always on trtllm, and it is the first workspace when
+   that is trtllm too (`distributed/device_communicators/flashinfer_all_reduce.py`: 0.17.0 L108-111, "If primary
+   workspace is already trtllm, reuse it", the primary's VLLM_FLASHINFER_ALLREDUCE_BACKEND defaulting to trtllm,
+   envs.py L171; 0.19.0 L188-190 and 0.24.0 L191-193, where `auto` resolves to trtllm on one node, L98-107 and
+   L101-110). So through 0.24.x one workspace per rank, never two: nothing more is booked. Not modelled: 0.25.0
+   resolves `auto` to MNNVL on one node (0.25.0 L116; flashinfer 0.6.13 `comm/trtllm_mnnvl_ar.py`
+   MNNVLAllReduceFusionWorkspace, one torch symmetric-memory block of 3 Lamport buffers) while the quant slot still
+   creates its own trtllm workspace (0.25.0 L206-214: two workspaces), and 0.26.0 makes the quant slot follow the
+   primary's backend (0.26.0 L211-215, 0.33.0 L279-282: one MNNVL block). kvplan books trtllm's blocks from 0.25.0
+   too, and from 0.19.0 for a tp group over nodes, where `auto` is MNNVL (0.19.0 L98-101) and the quant slot stays
+   empty (L181-186); a plan there says so (mnnvl_note).
 
 3. From 0.27.0 the residue is out of the budget. `determine_available_memory` closes the `memory_profiling` window
    after `profile_run` and only then calls `profile_cudagraph_memory` (gpu_worker.py 0.27.0 L500-517, 0.30.0
@@ -61,7 +74,7 @@ import dataclasses
 from kvplan.core.intmath import round_up
 from kvplan.engines.vllm import custom_ar
 from kvplan.model.weight_formats import PLAIN_BYTES
-from kvplan.planning.deploy import NODE_GPUS, nvlink_reaches
+from kvplan.planning.deploy import NODE_GPUS, node_size, nvlink_reaches
 
 MIB = 2**20
 
@@ -81,6 +94,7 @@ FI_AR_WORKSPACE = 3 * MULTICAST_GRANULARITY  # the usual total: each buffer unde
 _MAX_COMM_SIZE = 2147483647 & ~(2 * MIB - 1)  # trtllm_ar.py MAX_COMM_SIZE: the Lamport comm size's cap
 # FI_ALLREDUCE_FUSION_MAX_SIZE_MB (allreduce_rms_fusion.py, 0.17.0-0.19.0; 103 from 0.19.0), MiB by tp
 _FUSION_MAX_SIZE_MIB = {90: {2: 64, 4: 2, 8: 0.5}, 100: {2: 64, 4: 32, 8: 1}, 103: {2: 64, 4: 64, 8: 2}}
+MNNVL_SINCE = (0, 25, 0)  # `auto` resolves to FlashInfer's MNNVL workspace on one node (docstring, 2.)
 # The log corpus's machine, an HGX H100: the fabric facts assumed for a GPU a log does not name (corpus_gpu).
 CORPUS_CAPABILITY, CORPUS_FABRIC = "9.0", "nvswitch"
 
@@ -159,15 +173,33 @@ def fi_allreduce_workspace(version: tuple[int, ...], tp: int, hidden: int, dtype
                for size in (data, flags, lamport))
 
 
+def mnnvl_note(model, dep, st) -> str | None:
+    """The plan's line where vLLM builds FlashInfer's MNNVL workspace (0.25.0 on; 0.19.0 on for a tp group over
+    nodes), which kvplan books as trtllm's blocks: its layout was not sized (module docstring, 2.). None where none is
+    booked."""
+    node = node_size(dep, st.gpu)
+    spans = dep.tp > node and st.v >= (0, 19, 0)  # `auto` is MNNVL across nodes from 0.19.0 (0.19.0 L98-101)
+    if not (spans or st.v >= MNNVL_SINCE) or not fi_allreduce_workspace(
+            st.v, dep.tp, model.hidden_size, dtype_bytes(model), st.max_num_batched_tokens, dep.pp, dep.dp, st.eager,
+            st.gpu, node):
+        return None
+    extra = " and, for the quant fusions, trtllm's" if not spans and st.v < (0, 26, 0) else " instead of trtllm's"
+    return (f"vLLM {st.version} builds FlashInfer's MNNVL all-reduce fusion workspace{extra} "
+            "(flashinfer_all_reduce.py); kvplan books trtllm's alone (3 x 512 MiB per GPU): the MNNVL block's size "
+            "is not modelled")
+
+
 def non_torch(tp: int, pp: int, version: tuple[int, ...], eager: bool = False, gpu=None,
-              dp: int = 1, model=None, max_tokens: int = 8192, v1: bool | None = None, node: int = NODE_GPUS) -> int:
+              dp: int = 1, model=None, max_tokens: int = 8192, v1: bool | None = None, node: int = NODE_GPUS,
+              release: str | None = None) -> int:
     """vLLM's non-torch increase on one rank (bytes); `model` (hidden size, dtype) and `max_tokens`
     (max_num_batched_tokens) size the FlashInfer workspace, which is left out without a model. `v1` False: a
     0.8-0.10 run on the V0 fallback, whose worker measures as V0's does (kvplan.engines.vllm.v0_fallback). `node`: GPUs
     per node (kvplan.planning.deploy.node_size); before 0.11.0 a tp group larger has no custom all-reduce buffers in
-    the window (kvplan.engines.vllm.custom_ar)."""
+    the window, nor on an AMD GPU before 0.8.3 (kvplan.engines.vllm.custom_ar; `release`, the version as named, tells an
+    AMD fork build)."""
     e = "v0" if v1 is False else era(version)
-    legacy_tp = NON_TORCH_TP_LEGACY - custom_ar.unbuilt_bytes(tp, node, version, gpu)
+    legacy_tp = NON_TORCH_TP_LEGACY - custom_ar.unbuilt_bytes(tp, node, version, gpu, release)
     if e == "v0":
         # tp 1 with pipeline stages: the legacy figure less the buffers a group of one never builds (custom_ar)
         return V0_NON_TORCH_SINGLE if tp == 1 and pp == 1 else legacy_tp

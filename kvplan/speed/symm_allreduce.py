@@ -1,0 +1,42 @@
+"""vLLM's one-kernel all-reduce limit by release where torch's symmetric-memory all-reduce follows its custom kernel.
+
+From 0.11.0 `VLLM_ALLREDUCE_USE_SYMM_MEM` is on by default (envs.py L1410-1411; "0" in 0.10.2, L1220-1221), and
+CudaCommunicator builds a SymmMemCommunicator on CUDA (`distributed/device_communicators/cuda_communicator.py` 0.11.0
+L67-71) that stays enabled where the capability string and the world size are in SYMM_MEM_ALL_REDUCE_MAX_SIZES and
+the buffer gets a multicast pointer, which needs NVSwitch (`symm_mem.py` L57-93). `all_reduce` tries the custom
+kernel, then the symmetric-memory one below its table's size, then NCCL (0.11.0 L121-151; 0.19.0 L180-223; 0.33.0
+L362-431, after FlashInfer's all-reduce and the others it tries first). The custom kernel's own limit shrinks to
+min(CUSTOM_ALL_REDUCE_MAX_SIZES, 8 MiB) there (`custom_all_reduce.py` 0.11.0 L113-119: 256 KiB on H100 at tp 8), but
+both are one kernel a call behind one barrier, so the speed terms' one-shot pricing (kvplan.speed.model
+CUSTOM_ALLREDUCE) holds up to the symmetric-memory limit, and NCCL's ring starts there. The table
+(`all_reduce_utils.py` 0.11.0 L45-58, the same in 0.17.0 L49-62) gains "10.3" in 0.19.0 (L52-70, the same in
+0.24.0 and 0.33.0 L58-76); 0.33.0's "10.7" has no profile.
+"""
+
+from __future__ import annotations
+
+from kvplan.core.releases import release_of
+from kvplan.speed.eras import padded
+
+MIB = 2**20
+SYMM_MEM_ENGINES = ("vllm",)  # engines whose all-reduce tries torch's symmetric memory after the custom kernel
+SINCE = (0, 11, 0)  # VLLM_ALLREDUCE_USE_SYMM_MEM on by default
+# SYMM_MEM_ALL_REDUCE_MAX_SIZES: {capability: {world size: the first message size NCCL takes}}, with the release
+# each capability entered the table
+SYMM_MEM_MAX = {(9, 0): {2: 64 * MIB, 4: 32 * MIB, 6: 64 * MIB, 8: 64 * MIB},
+                (10, 0): {2: 8 * MIB, 4: 32 * MIB, 6: 128 * MIB, 8: 128 * MIB},
+                (10, 3): {2: 4 * MIB, 4: 32 * MIB, 6: 32 * MIB, 8: 64 * MIB}}
+ENTERED = {(10, 3): (0, 19, 0)}
+
+
+def symm_mem_bytes(tp: int, gpu, version: str | None) -> int:
+    """The message size from which vLLM `version` (None: the current one) hands a tp group of `tp` GPUs of profile
+    `gpu` to NCCL after its symmetric-memory all-reduce; 0 where that communicator is off (before 0.11.0, a capability
+    or world size not in its table, no NVSwitch multicast)."""
+    rel = release_of(version) if version else None
+    cap = getattr(gpu, "capability", None)
+    if (rel and padded(rel) < SINCE) or getattr(gpu, "interconnect_kind", None) != "nvswitch" or cap is None:
+        return 0
+    if rel and padded(rel) < ENTERED.get(tuple(cap), SINCE):
+        return 0
+    return SYMM_MEM_MAX.get(tuple(cap), {}).get(tp, 0)

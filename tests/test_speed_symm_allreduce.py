@@ -1,0 +1,29 @@
+"""vLLM's all-reduce leaves its one-kernel paths for NCCL at the symmetric-memory limit from 0.11.0
+(kvplan/speed/symm_allreduce.py)."""
+
+from __future__ import annotations
+
+from kvplan.hardware.gpus import find_gpu
+from kvplan.speed.model import custom_allreduce_bytes
+
+MIB = 2**20
+
+
+def test_the_nccl_threshold_by_release_gpu_and_tp():
+    # vLLM all_reduce_utils.py SYMM_MEM_ALL_REDUCE_MAX_SIZES (0.11.0 L45-58): "9.0" {2: 64, 4: 32, 6: 64, 8: 64} MB,
+    # "10.0" {2: 8, 4: 32, 6: 128, 8: 128}; "10.3" from 0.19.0 {2: 4, 4: 32, 6: 32, 8: 64}; CustomAllreduce's own
+    # max_size=8192 * 1024 before 0.11.0 (0.10.2: VLLM_ALLREDUCE_USE_SYMM_MEM defaults to "0")
+    h100, b200, b300 = find_gpu("h100-sxm"), find_gpu("b200"), find_gpu("b300")
+    assert custom_allreduce_bytes("vllm", 8, h100, "0.10.2") == 8 * MIB
+    assert custom_allreduce_bytes("vllm", 8, h100, "0.11.0") == 64 * MIB
+    assert custom_allreduce_bytes("vllm", 4, h100, "0.19.0") == 32 * MIB
+    assert custom_allreduce_bytes("vllm", 8, b200, "0.17.0") == 128 * MIB
+    assert custom_allreduce_bytes("vllm", 2, b200, "0.17.0") == 8 * MIB  # the table's 8 MB: no change at tp 2
+    assert custom_allreduce_bytes("vllm", 8, b300, "0.18.0") == 8 * MIB  # "10.3" not in 0.18.0's table
+    assert custom_allreduce_bytes("vllm", 8, b300, "0.19.0") == 64 * MIB
+    # no multicast without NVSwitch (handle.multicast_ptr == 0: symm_mem.py L89-92); SM80 not in the table
+    assert custom_allreduce_bytes("vllm", 8, find_gpu("h100-pcie"), "0.19.0") == 8 * MIB
+    assert custom_allreduce_bytes("vllm", 8, find_gpu("a100-sxm-80"), "0.19.0") == 8 * MIB
+    # tp 3: no custom kernel, no symmetric-memory entry; SGLang's rule is its own
+    assert custom_allreduce_bytes("vllm", 3, h100, "0.19.0") == 0
+    assert custom_allreduce_bytes("sglang", 8, h100, "0.5.3") == 8 * MIB

@@ -192,11 +192,11 @@ def test_simulate_names_the_era_and_a_release_past_the_corpus(kvplan_home):
     assert r.exit_code == 0, r.output
     assert "step times: calibrated (sglang<0.5.14 coefficients" in r.stderr
     newest = speed.shipped()["coverage"]["releases"]["sglang"][1]
-    assert newest == "0.5.16"  # the newest SGLang release a training point states
+    assert newest == "0.5.19"  # the newest SGLang release a training point states (InferenceX#3311, #3318)
     r = CliRunner().invoke(app, [*base, "--engine-version", "0.5.20"])
     assert r.exit_code == 0, r.output
     assert "step times: calibrated (sglang coefficients" in r.stderr
-    assert "sglang 0.5.20 is newer than the newest release in the speed corpus (0.5.16)" in r.stderr
+    assert "sglang 0.5.20 is newer than the newest release in the speed corpus (0.5.19)" in r.stderr
     r = CliRunner().invoke(app, base)  # no release named: the current era, nothing said about releases
     assert r.exit_code == 0, r.output
     assert "step times: calibrated (sglang coefficients" in r.stderr and "release in the speed corpus" not in r.stderr

@@ -49,7 +49,7 @@ def _figure(value, scale: float) -> float | None:
             value = float(text)
         except ValueError:
             return None
-    if not isinstance(value, (int, float)):
+    if not isinstance(value, (int, float)) or abs(value) > MAX_FIGURE:  # 10**400 from JSON: float() would overflow
         return None
     x = float(value)
     if not math.isfinite(x) or x < 0 or x > MAX_FIGURE:

@@ -55,11 +55,20 @@ def _fail(path, line, message) -> KvplanError:
     return KvplanError(f"{path}: line {line}: {message}", EXIT_USAGE)
 
 
+def _float(value) -> float:
+    """float(value); a JSON integer past a float's range (10**400) as the infinity its digits give as text, so it
+    meets the range checks rather than an OverflowError."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _int(value, what, path, line) -> int:
     if isinstance(value, bool):  # JSON true is no token count (float(True) would read it as 1)
         raise _fail(path, line, f"{what} {str(value).lower()} is not a number")
     try:
-        f = float(value)
+        f = _float(value)
     except (TypeError, ValueError):
         raise _fail(path, line, f"{what} {str(value)[:40]!r} is not a number") from None
     if not math.isfinite(f) or f < 0 or f != int(f) or f > MAX_TOKENS:
@@ -72,7 +81,7 @@ def _seconds(value, path, line, scale=1.0) -> float:
     if isinstance(value, bool):
         raise _fail(path, line, f"arrival {str(value).lower()} is not a number of seconds")
     try:
-        f = float(value) * scale
+        f = _float(value) * scale
     except (TypeError, ValueError):
         raise _fail(path, line, f"arrival {str(value)[:40]!r} is not a number of seconds") from None
     if not math.isfinite(f):

@@ -1,0 +1,55 @@
+"""Round 45: hostile and malformed input at every file-reading entry point, end to end through the CLI.
+
+Each case failed before its fix: an integer past a float's range (JSON carries 10**400 exactly) was an internal
+OverflowError in check-bench's figures and simulate's trace fields.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import one_line_error
+from kvplan.bench import detect
+from kvplan.cli.main import whole_app
+
+runner = CliRunner()
+FIX = Path(__file__).parent / "fixtures" / "bench"
+VLLM = FIX / "vllm-l40s-llama32-3b-10qps.json"
+HUGE = "1" + "0" * 400  # JSON's integers are exact: json.loads gives int 10**400, which float() cannot hold
+
+
+# --- an integer past a float's range ---------------------------------------------------------------------------
+
+def test_a_huge_integer_figure_is_left_out_and_said(tmp_path):
+    # mean_ttft_ms 10**400 is no measurement: left out (the median still read) and named, as NaN or -5 are
+    text = VLLM.read_text().replace('"mean_ttft_ms": ', f'"mean_ttft_ms": {HUGE}, "was": ', 1)
+    (run,) = detect.read_runs(text)
+    assert run.metrics["ttft"].mean is None and run.metrics["ttft"].median is not None
+    (tmp_path / "r.json").write_text(text)
+    r = runner.invoke(whole_app(), ["check-bench", str(tmp_path / "r.json"), "--json"])
+    assert r.exit_code == 0, r.output
+    assert "left out" in r.stderr and "internal error" not in r.output
+
+
+def test_a_huge_integer_setting_is_not_believed(tmp_path):
+    doc = json.loads(VLLM.read_text())
+    text = json.dumps(doc).replace(f'"num_prompts": {doc["num_prompts"]}', f'"num_prompts": {HUGE}')
+    (run,) = detect.read_runs(text)
+    assert run.settings.num_prompts == doc["completed"]  # falls back to `completed`, as for any bad count
+
+
+@pytest.mark.parametrize("field, needle", [
+    ("input_tokens", "input_tokens must be a whole number of tokens between 0 and 16,777,216"),
+    ("arrival", "0000' is not finite"),  # the value as given, its first 40 characters
+])
+@pytest.mark.parametrize("sign", ["", "-"])
+def test_a_huge_integer_in_a_trace_is_one_line(kvplan_home, tmp_path, field, needle, sign):
+    record = {"arrival": 0, "input_tokens": 10, "output_tokens": 5}
+    text = json.dumps(record).replace(f'"{field}": {record[field]}', f'"{field}": {sign}{HUGE}')
+    (tmp_path / "t.jsonl").write_text(text + "\n")
+    r = runner.invoke(whole_app(), ["simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", str(tmp_path / "t.jsonl")])
+    one_line_error(r, 2, needle)

@@ -1,12 +1,14 @@
 """Round 45: hostile and malformed input at every file-reading entry point, end to end through the CLI.
 
 Each case failed before its fix: an integer past a float's range (JSON carries 10**400 exactly) was an internal
-OverflowError in check-bench's figures and simulate's trace fields.
+OverflowError in check-bench's figures and simulate's trace fields; a 50 MB log took check-log 10-30 s (under its 64
+MiB cap) where a start-up log is tens of KB.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -53,3 +55,16 @@ def test_a_huge_integer_in_a_trace_is_one_line(kvplan_home, tmp_path, field, nee
     (tmp_path / "t.jsonl").write_text(text + "\n")
     r = runner.invoke(whole_app(), ["simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", str(tmp_path / "t.jsonl")])
     one_line_error(r, 2, needle)
+
+
+# --- check-log: a file far larger than any start-up log --------------------------------------------------------
+
+def test_a_log_past_four_mib_is_refused_at_once(tmp_path):
+    # Before: read and parsed under the 64 MiB cap, ~0.25 s of CPU a MiB (13 s for 50 MB on one line). Now one past
+    # 4 MiB is refused before parsing; CPU time, as tests/test_hostile_inputs.py measures (a shared box stretches wall)
+    log = tmp_path / "big.log"
+    log.write_bytes(b"INFO vLLM GPU KV cache size: 1 tokens\n" + b"a" * (4 * 2**20))
+    start = time.process_time()
+    r = runner.invoke(whole_app(), ["check-log", str(log)])
+    one_line_error(r, 2, "larger than 4 MiB; not a start-up log")
+    assert time.process_time() - start < 1.0

@@ -2,7 +2,8 @@
 
 Each case failed before its fix: an integer past a float's range (JSON carries 10**400 exactly) was an internal
 OverflowError in check-bench's figures and simulate's trace fields; a 50 MB log took check-log 10-30 s (under its 64
-MiB cap) where a start-up log is tens of KB.
+MiB cap) where a start-up log is tens of KB; a file with a byte-order mark (an editor's UTF-8 one, the UTF-16LE that
+PowerShell 5's `>` writes) was "not a benchmark result" or "not a ... start-up log".
 """
 
 from __future__ import annotations
@@ -68,3 +69,29 @@ def test_a_log_past_four_mib_is_refused_at_once(tmp_path):
     r = runner.invoke(whole_app(), ["check-log", str(log)])
     one_line_error(r, 2, "larger than 4 MiB; not a start-up log")
     assert time.process_time() - start < 1.0
+
+
+# --- a byte-order mark: UTF-8's dropped, UTF-16's decoded ------------------------------------------------------
+
+def _bench_json(path: Path) -> dict:
+    r = runner.invoke(whole_app(), ["check-bench", str(path), "--gpu", "h100", "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)["runs"]
+
+
+@pytest.mark.parametrize("name", ["vllm-l40s-llama32-3b-10qps.json", "vllm-report-gemma3-27b.txt"])
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-16-be"])
+def test_a_bench_file_with_a_byte_order_mark_reads_as_without(tmp_path, name, encoding):
+    marked = tmp_path / name
+    marked.write_bytes((FIX / name).read_text().encode(encoding))  # utf-16 writes its mark; -be needs one added
+    if encoding == "utf-16-be":
+        marked.write_bytes(b"\xfe\xff" + marked.read_bytes())
+    assert _bench_json(marked) == _bench_json(FIX / name)
+
+
+def test_a_utf16_log_reads_as_its_utf8(tmp_path):
+    log = Path(__file__).parent / "fixtures" / "logs" / "vllm_v1_aiperf449.log"
+    (tmp_path / "l.log").write_bytes(log.read_text().encode("utf-16"))
+    runs = [runner.invoke(whole_app(), ["check-log", str(p), "--json"]) for p in (tmp_path / "l.log", log)]
+    assert runs[0].exit_code == runs[1].exit_code == 0, runs[0].output
+    assert json.loads(runs[0].stdout) == json.loads(runs[1].stdout)

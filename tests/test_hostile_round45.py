@@ -3,7 +3,8 @@
 Each case failed before its fix: an integer past a float's range (JSON carries 10**400 exactly) was an internal
 OverflowError in check-bench's figures and simulate's trace fields; a 50 MB log took check-log 10-30 s (under its 64
 MiB cap) where a start-up log is tens of KB; a file with a byte-order mark (an editor's UTF-8 one, the UTF-16LE that
-PowerShell 5's `>` writes) was "not a benchmark result" or "not a ... start-up log".
+PowerShell 5's `>` writes) was "not a benchmark result" or "not a ... start-up log"; a llama-bench or AIPerf CSV with
+an old Mac's lone-CR line ends, or a field past the csv module's 128 KiB limit, was an internal csv.Error.
 """
 
 from __future__ import annotations
@@ -95,3 +96,27 @@ def test_a_utf16_log_reads_as_its_utf8(tmp_path):
     runs = [runner.invoke(whole_app(), ["check-log", str(p), "--json"]) for p in (tmp_path / "l.log", log)]
     assert runs[0].exit_code == runs[1].exit_code == 0, runs[0].output
     assert json.loads(runs[0].stdout) == json.loads(runs[1].stdout)
+
+
+# --- CSV: lone-CR line ends read; a field the csv module refuses is one line -----------------------------------
+
+CSV_FLAGS = {"llama-bench-qwen25-7b-rtx4080.csv": ["--gpu", "rtx-4090"],
+             "aiperf-gpt-oss-20b.csv": ["--model", "gpt-oss-20b", "--gpu", "l40s", "--input-len", "550",
+                                        "--output-len", "100"]}
+
+
+@pytest.mark.parametrize("name", sorted(CSV_FLAGS))
+def test_a_csv_with_lone_cr_line_ends_reads_as_with_newlines(tmp_path, name):
+    cr = tmp_path / name
+    cr.write_bytes((FIX / name).read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r"))
+    got = [runner.invoke(whole_app(), ["check-bench", str(p), *CSV_FLAGS[name], "--json"]) for p in (cr, FIX / name)]
+    assert got[0].exit_code == got[1].exit_code == 0, got[0].output
+    assert json.loads(got[0].stdout)["runs"] == json.loads(got[1].stdout)["runs"]
+
+
+@pytest.mark.parametrize("name", sorted(CSV_FLAGS))
+def test_a_csv_field_past_the_csv_modules_limit_is_one_line(tmp_path, name):
+    lines = (FIX / name).read_text().splitlines()
+    (tmp_path / name).write_text("\n".join([lines[0], "x" * 200_000 + "," + lines[1]]) + "\n")
+    r = runner.invoke(whole_app(), ["check-bench", str(tmp_path / name), *CSV_FLAGS[name]])
+    one_line_error(r, 2, "CSV: not a CSV kvplan reads (field larger than field limit")

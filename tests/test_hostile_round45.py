@@ -4,12 +4,16 @@ Each case failed before its fix: an integer past a float's range (JSON carries 1
 OverflowError in check-bench's figures and simulate's trace fields; a 50 MB log took check-log 10-30 s (under its 64
 MiB cap) where a start-up log is tens of KB; a file with a byte-order mark (an editor's UTF-8 one, the UTF-16LE that
 PowerShell 5's `>` writes) was "not a benchmark result" or "not a ... start-up log"; a llama-bench or AIPerf CSV with
-an old Mac's lone-CR line ends, or a field past the csv module's 128 KiB limit, was an internal csv.Error.
+an old Mac's lone-CR line ends, or a field past the csv module's 128 KiB limit, was an internal csv.Error; a trace
+given as a pipe (`--trace <(xzcat t.jsonl.xz)`) was an internal "not seekable" error, and a FIFO no writer holds
+open hung simulate in open().
 """
 
 from __future__ import annotations
 
 import json
+import os
+import threading
 import time
 from pathlib import Path
 
@@ -19,6 +23,7 @@ from typer.testing import CliRunner
 from conftest import one_line_error
 from kvplan.bench import detect
 from kvplan.cli.main import whole_app
+from kvplan.simulator.traces import load_trace
 
 runner = CliRunner()
 FIX = Path(__file__).parent / "fixtures" / "bench"
@@ -120,3 +125,37 @@ def test_a_csv_field_past_the_csv_modules_limit_is_one_line(tmp_path, name):
     (tmp_path / name).write_text("\n".join([lines[0], "x" * 200_000 + "," + lines[1]]) + "\n")
     r = runner.invoke(whole_app(), ["check-bench", str(tmp_path / name), *CSV_FLAGS[name]])
     one_line_error(r, 2, "CSV: not a CSV kvplan reads (field larger than field limit")
+
+
+# --- simulate --trace from a pipe, and a FIFO nobody writes ----------------------------------------------------
+
+TRACE = Path(__file__).parent / "fixtures" / "traces" / "bailian_schema_40.jsonl"
+
+
+def _fed(data: bytes) -> int:
+    read, write = os.pipe()  # /dev/fd/N of a pipe with its writer open: what bash's <(...) gives
+    threading.Thread(target=lambda: (os.write(write, data), os.close(write)), daemon=True).start()
+    return read
+
+
+def test_a_trace_through_a_pipe_reads_as_the_file():
+    read = _fed(TRACE.read_bytes())
+    try:
+        assert load_trace(f"/dev/fd/{read}") == load_trace(str(TRACE))
+    finally:
+        os.close(read)
+
+
+def test_a_fifo_no_writer_holds_is_an_empty_trace_not_a_wait(tmp_path):
+    fifo = tmp_path / "t.csv"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(runner.invoke(
+        whole_app(), ["simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", str(fifo)])), daemon=True)
+    reader.start()
+    reader.join(10)
+    if reader.is_alive():  # before: blocked in open() until a writer came; be that writer, so the thread ends
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(5)
+    assert got, "simulate waited on the FIFO"
+    one_line_error(got[0], 2, "empty trace")

@@ -11,8 +11,6 @@ CSV: a `Metric,avg,min,max,p1,...,p99,std` block (`Time to First Token (ms)`, ..
 
 from __future__ import annotations
 
-import csv
-import io
 
 from kvplan.bench import numbers
 from kvplan.bench.result import BenchRun, Settings, Stat
@@ -96,7 +94,7 @@ def matches_csv(text: str) -> bool:
 
 def parse_csv(text: str) -> list[BenchRun]:
     metrics, header = {}, None
-    for row in csv.reader(io.StringIO(text[:1_000_000])):
+    for row in numbers.csv_rows(text[:1_000_000], "genai-perf / AIPerf CSV"):
         if not row:
             header = None
             continue

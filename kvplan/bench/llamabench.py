@@ -12,8 +12,6 @@ tools/llama-bench/llama-bench.cpp, markdown_printer: `params.flash_attn != cmd_p
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 
 from kvplan.bench import numbers
@@ -87,7 +85,7 @@ def _csv_row(header: list, row: list, k: int) -> dict | None:
 
 
 def parse_csv(text: str) -> list[BenchRun]:
-    rows = list(csv.reader(io.StringIO(text[:8_000_000])))
+    rows = numbers.csv_rows(text[:8_000_000], "llama-bench CSV")
     if not rows:
         return []
     got = (_csv_row(rows[0], r, k) for k, r in enumerate(rows[1:MAX_ROWS + 1], 1))

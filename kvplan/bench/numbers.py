@@ -2,14 +2,19 @@
 
 A file is outside input: a metric that is text, NaN, negative or absurd is left out of the comparison
 rather than crashing or printing nonsense; a setting likewise (a count past `MAX_COUNT`). A command that reads
-inside `noting_refusals()` gets the values `figure` refused, so it can say what it left out.
+inside `noting_refusals()` gets the values `figure` refused, so it can say what it left out. A CSV file's rows are
+read by `csv_rows` (any line ending; what the csv module refuses, one line).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from contextlib import contextmanager
 from contextvars import ContextVar
+
+from kvplan.core.errors import EXIT_USAGE, KvplanError
 
 _REFUSED: ContextVar[list | None] = ContextVar("refused", default=None)
 
@@ -49,7 +54,7 @@ def _figure(value, scale: float) -> float | None:
             value = float(text)
         except ValueError:
             return None
-    if not isinstance(value, (int, float)):
+    if not isinstance(value, (int, float)) or abs(value) > MAX_FIGURE:  # 10**400 from JSON: float() would overflow
         return None
     x = float(value)
     if not math.isfinite(x) or x < 0 or x > MAX_FIGURE:
@@ -89,3 +94,12 @@ def text(value, limit: int = 200) -> str | None:
         return None
     s = "".join(ch for ch in value if ch.isprintable()).strip()
     return s[:limit] or None
+
+
+def csv_rows(text: str, what: str) -> list[list[str]]:
+    """The rows of a CSV file's `text`, any line ending (an old Mac's lone CR too: universal newlines); a file the
+    csv module cannot read (a field past its 128 KiB limit) is a one-line KvplanError naming `what`."""
+    try:
+        return list(csv.reader(io.StringIO(text, newline=None)))
+    except csv.Error as exc:
+        raise KvplanError(f"{what}: not a CSV kvplan reads ({str(exc)[:80]})", EXIT_USAGE) from None

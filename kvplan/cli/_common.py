@@ -8,6 +8,7 @@ which also has the core name each input by its flag; KVPLAN_DEBUG=1 shows the tr
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import functools
 import inspect
@@ -306,8 +307,9 @@ def output_files(paths: list[Path], stdout_hint: str = "--json for stdout") -> l
 
 
 def read_capped_text(path: Path, max_bytes: int, kind: str, missing: str = "no such file") -> str:
-    """A user's text file (a log, a benchmark result) as UTF-8, undecodable bytes replaced; refused in one line
-    when missing, unreadable, or past `max_bytes` (then it is no `kind`: a hostile or wrong file)."""
+    """A user's text file (a log, a benchmark result) as UTF-8, undecodable bytes replaced, or as the UTF-16 a
+    byte-order mark says (PowerShell 5's `>` writes UTF-16LE with one; an editor's UTF-8 mark is dropped); refused
+    in one line when missing, unreadable, or past `max_bytes` (then it is no `kind`: a hostile or wrong file)."""
     if path.is_dir():  # it exists: "no such file" would be false
         raise KvplanError(f"{path} is a folder; give {kind} file", EXIT_USAGE)
     if not path.is_file():
@@ -318,4 +320,6 @@ def read_capped_text(path: Path, max_bytes: int, kind: str, missing: str = "no s
         data = read_capped(path, max_bytes, str(path), kind)
     except OSError as exc:
         raise KvplanError(f"cannot read {path}: {exc.strerror or exc}", EXIT_NOT_FOUND) from None
-    return data.decode("utf-8", errors="replace")
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.decode("utf-16", errors="replace")
+    return data.decode("utf-8-sig", errors="replace")

@@ -25,9 +25,11 @@ size, line length, request count); every problem is a one-line KvplanError namin
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import math
 import os
+import stat
 from datetime import datetime
 
 from kvplan.core.collector import collector_paused
@@ -55,11 +57,20 @@ def _fail(path, line, message) -> KvplanError:
     return KvplanError(f"{path}: line {line}: {message}", EXIT_USAGE)
 
 
+def _float(value) -> float:
+    """float(value); a JSON integer past a float's range (10**400) as the infinity its digits give as text, so it
+    meets the range checks rather than an OverflowError."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _int(value, what, path, line) -> int:
     if isinstance(value, bool):  # JSON true is no token count (float(True) would read it as 1)
         raise _fail(path, line, f"{what} {str(value).lower()} is not a number")
     try:
-        f = float(value)
+        f = _float(value)
     except (TypeError, ValueError):
         raise _fail(path, line, f"{what} {str(value)[:40]!r} is not a number") from None
     if not math.isfinite(f) or f < 0 or f != int(f) or f > MAX_TOKENS:
@@ -72,7 +83,7 @@ def _seconds(value, path, line, scale=1.0) -> float:
     if isinstance(value, bool):
         raise _fail(path, line, f"arrival {str(value).lower()} is not a number of seconds")
     try:
-        f = float(value) * scale
+        f = _float(value) * scale
     except (TypeError, ValueError):
         raise _fail(path, line, f"arrival {str(value)[:40]!r} is not a number of seconds") from None
     if not math.isfinite(f):
@@ -177,6 +188,18 @@ def _record(fmt, rec, path, line, names: dict | None = None):
             _int(rec.get("output_tokens"), "output_tokens", path, line), prefix)
 
 
+def _open_text(path: str):
+    """The trace as a text stream, opened without waiting: a FIFO no writer holds open would block open() for ever,
+    so it is opened non-blocking (then read as no lines, an empty trace), and blocking restored for the reads (a
+    pipe, `--trace <(xzcat t.jsonl.xz)`, still streams)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    if stat.S_ISDIR(os.fstat(fd).st_mode):  # open() refuses a folder; os.open does not
+        os.close(fd)
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+    os.set_blocking(fd, True)
+    return open(fd, encoding="utf-8-sig", newline="")
+
+
 def load_trace(path: str, fmt: str = "auto", max_requests: int = MAX_REQUESTS) -> tuple[list[SimRequest], dict]:
     """Requests from a trace file, sorted by arrival, and a summary (format, dropped rows)."""
     fmt = fmt.strip().lower()
@@ -185,7 +208,7 @@ def load_trace(path: str, fmt: str = "auto", max_requests: int = MAX_REQUESTS) -
                           param="trace_format", value=fmt, allowed=tuple(FORMATS))
     try:
         size = os.path.getsize(path)
-        stream = open(path, encoding="utf-8-sig", newline="")
+        stream = _open_text(path)
     except FileNotFoundError:
         raise KvplanError(f"trace {path} not found", EXIT_NOT_FOUND) from None
     except OSError as exc:
@@ -218,11 +241,20 @@ def _lines(stream, path):
         yield n, line
 
 
-def _parse(stream, path, fmt, max_requests):
+def _first_char(stream) -> str:
+    """The first character past leading blanks, the stream left where it was: read and rewound in a file; peeked in
+    the read buffer of a pipe, which cannot rewind (a first 8 KiB of blanks reads as none)."""
+    if not stream.seekable():
+        return stream.buffer.peek(8192)[:8192].decode("utf-8", "replace").lstrip(" \t\r\n\ufeff")[:1]
     first = stream.read(1)
     while first and first in " \t\r\n":
         first = stream.read(1)
     stream.seek(0)
+    return first
+
+
+def _parse(stream, path, fmt, max_requests):
+    first = _first_char(stream)
     rows, names = [], {}
     if first in ("{", "["):
         if first == "[":

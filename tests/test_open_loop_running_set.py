@@ -76,16 +76,18 @@ def test_the_settled_open_loop_runs_rate_times_its_time_running():
 
 
 def test_sglang_counts_a_request_running_from_its_first_token():
-    # 10 requests/s, E2E 5 s; W = 1 s before the first scheduled step (a poll of 10 decode steps at t_dec 0.1 s, no
-    # arrival wait told); its prefill step t_grp + 1 x t_dec = 0.1 + 0.1 = 0.2 s (1,000 tokens: one chunk), so
-    # TTFT = 1.2 s. SGLang merges the request into running_batch only after that prefill batch: 10 x (5 - 1 - 0.2)
-    # = 38 running; vLLM's V1 counts it in `running` from its first scheduled step: 10 x (5 - 1) = 40
+    # 10 requests/s, E2E 5 s; W = 1 s before the first scheduled step (a poll of 21 decode steps, 10 beyond the
+    # default's half step, at t_dec 0.1 s, no arrival wait told); the poll hands over the arrivals of its 21 steps,
+    # 50 running of 101 output tokens: 1 + 21 x 50 / 101 = 11.4 prompts (kvplan.speed.balance.polled), 11,396 tokens in
+    # two 8,192-token chunks, prefilled in t_grp + 2 x t_dec = 0.1 + 0.2 = 0.3 s, so TTFT = 1.3 s. SGLang merges the
+    # request into running_batch only after that prefill batch: 10 x (5 - 1 - 0.3) = 37 running; vLLM's V1 counts it
+    # in `running` from its first scheduled step: 10 x (5 - 1) = 40
     t_wave, t_dec, t_grp = 1.0, 0.1, 0.1
     load = Load(1000, 101, rate=10.0, num_prompts=1000, cap=256, arrival_cv2=None, poll_wait=10.0)
-    for late, want_outside, want_b in ((True, 1.2, 38.0), (False, 1.0, 40.0)):
+    for late, want_outside, want_b in ((True, 1.3, 37.0), (False, 1.0, 40.0)):
         cm = combos(replace(load, joins_late=late), 5.0)[2]
         assert math.isclose(value(cm["waiting"], t_wave, t_dec, t_grp), 1.0)
-        assert math.isclose(value(cm["ttft"], t_wave, t_dec, t_grp), 1.2)
+        assert math.isclose(value(cm["ttft"], t_wave, t_dec, t_grp), 1.3)
         outside = value(cm["outside"], t_wave, t_dec, t_grp)
         assert math.isclose(outside, want_outside)
         b = combos(replace(load, joins_late=late), 5.0, None, None, outside)[0]

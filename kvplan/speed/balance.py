@@ -149,3 +149,19 @@ def released(load, running: float) -> float:
         return 1.0
     first, second = release_group(max(0.0, waiting[0]) * waiting[1], k)
     return second / first
+
+
+def polled(load, running: float, wait: float) -> float:
+    """The prompts a staggered request is prefilled with where its engine takes new requests in only at a poll every
+    n-th decode step, `wait` = (n - 1) / 2 the steps it waits for it beyond the default's (kvplan.speed.load's
+    poll_steps: 0 where no poll holds it). The poll drains every request that reached the scheduler since the last
+    one, and the next prefill batch takes them from the waiting queue together (sgl-project/sglang v0.5.12 wheel
+    `srt/managers/scheduler.py` recv_requests L1661-1679: the skipper's gate, then recv_pyobj until the socket is
+    empty, max_recv_per_poll -1 by default, no limit, L396 and `srt/environ.py` L255; `_get_new_batch_prefill_raw`
+    L2720-2738: one PrefillAdder over the waiting queue, up to the chunk). Over n steps a rank running `running`
+    requests of osl output tokens receives n x `arrivals` (Little's law); as Poisson arrivals (assumed) a request
+    finds the others of its poll independent of its own arrival, so its group is 1 + n x arrivals (length-biased,
+    E[G^2] / E[G] of the polls' groups). 1 where nothing is held or the request runs alone."""
+    if wait <= 0 or running <= 1:
+        return 1.0
+    return 1.0 + (2 * wait + 1) * arrivals(running, max(1.0, load.osl))

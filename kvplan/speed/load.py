@@ -62,12 +62,11 @@ seconds:
                            lengthened by a chunk, T = (u S / P x t_wave + osl x t_dec) / B
   N not told, all at once  the steady state at the cap (c = B = cap): a throughput run
   poll (`poll_wait`)       an engine told to poll for new requests only every n-th decode step (SGLang's
-                           --scheduler-recv-interval, vLLM V0's --num-scheduler-steps:
-                           kvplan.engines.scheduler.poll_wait_steps) keeps a request
-                           that arrives while it decodes (a later request of a closed loop of more than one, an
-                           open loop's) waiting (n - 1) / 2 decode steps more on average, in TTFT and E2E (not in a
-                           throughput: the replica serves others meanwhile); not a burst's (queued before the run
-                           starts) nor a wave's or a lone request's (the engine idles, polling every pass)
+                           --scheduler-recv-interval, vLLM V0's --num-scheduler-steps: scheduler.poll_wait_steps)
+                           keeps a request that arrives while it decodes waiting (n - 1) / 2 decode steps more on
+                           average, in TTFT and E2E (not a throughput), and prefills it with those that arrived over
+                           the n steps, G = 1 + n x B / osl (balance.polled); a closed loop's of more than one, an
+                           open loop's, not a burst's (queued before the start), a wave's or a lone one (it idles)
   open loop at rate r      as a closed loop of c = r x (E2E - W) requests (Little's law over the running set, E2E
                            and W from the previous estimate: kvplan.speed.fit.settle iterates it to its fixed
                            point), W the `waiting` before a request's first scheduled step (the arrival wait, the
@@ -144,7 +143,7 @@ kvplan.speed.bench_load's.
 
 from __future__ import annotations
 
-from kvplan.speed.balance import held_steps, released
+from kvplan.speed.balance import held_steps, polled, released
 from kvplan.speed.bench_load import Load, at_rate, busy, drain_steps, in_waves, overloaded
 from kvplan.speed.lockstep import lockstep_cycle
 from kvplan.speed.queueing import arrival_wait, missed_step, overload_wait
@@ -200,10 +199,11 @@ def open_wait(load: Load, b: float, t: tuple, burst: bool, service_estimate: flo
 
 
 def group(load: Load, b: float) -> float:
-    """G: how many requests arrive (or batch waiting releases: balance.released) together once a run is staggered."""
+    """G: how many requests arrive, or are taken in (balance.released, balance.polled), together once staggered."""
+    held = max(released(load, b), polled(load, b, poll_steps(load, not (load.concurrency or at_rate(load)))))
     if (load.concurrency or not at_rate(load)) and not load.drawn:
-        return max(1.0, min(b, load.chunk // max(1.0, load.isl)), released(load, b))
-    return released(load, b)  # open loops, drawn lengths: requests finish, and are replaced, one at a time
+        return max(1.0, min(b, load.chunk // max(1.0, load.isl)), held)
+    return held  # open loops, drawn lengths: requests finish, and are replaced, one at a time
 
 
 def combos(load: Load, e2e_estimate: float | None = None, service_estimate: float | None = None,

@@ -27,3 +27,34 @@ def test_the_nccl_threshold_by_release_gpu_and_tp():
     # tp 3: no custom kernel, no symmetric-memory entry; SGLang's rule is its own
     assert custom_allreduce_bytes("vllm", 3, h100, "0.19.0") == 0
     assert custom_allreduce_bytes("sglang", 8, h100, "0.5.3") == 8 * MIB
+
+
+def test_a_run_without_the_custom_kernel_keeps_the_symmetric_memory_all_reduce():
+    # vLLM builds its SymmMemCommunicator whether or not the custom kernel is on: CudaCommunicator.__init__ reads
+    # use_torch_symm_mem = envs.VLLM_ALLREDUCE_USE_SYMM_MEM beside _ENABLE_CUSTOM_ALL_REDUCE and builds it under
+    # `if use_torch_symm_mem and current_platform.is_cuda()` (0.11.0 wheel cuda_communicator.py L40, L67-71; 0.33.0
+    # L68, L127-131), and `all_reduce` tries it after the custom kernel, before pynccl (0.11.0 L143-148; 0.33.0
+    # L427-432): with --disable-custom-all-reduce (ca_comm None) a message below the table's size is still one kernel.
+    # H100 (9.0) at tp 8: 64 MiB; B200 (10.0) at tp 2: 8 MiB; before 0.11.0 (the env var's default "0") NCCL: 0
+    from dataclasses import replace
+
+    import pytest
+
+    from kvplan.bench.running import running
+    from kvplan.speed.corpus import in_training
+    from kvplan.speed.fit import Built
+    from conftest import speed_cases
+    h100, b200 = find_gpu("h100-sxm"), find_gpu("b200")
+    assert custom_allreduce_bytes("vllm", 8, h100, "0.11.0", custom=False) == 64 * MIB
+    assert custom_allreduce_bytes("vllm", 2, b200, "0.17.0", custom=False) == 8 * MIB
+    assert custom_allreduce_bytes("vllm", 8, h100, "0.10.2", custom=False) == 0
+    assert custom_allreduce_bytes("vllm", 8, find_gpu("h100-pcie"), "0.19.0", custom=False) == 0  # no multicast
+    assert custom_allreduce_bytes("sglang", 8, h100, "0.5.3", custom=False) == 0  # no such communicator
+    c = next(c for c in speed_cases()[0] if in_training(c.source) and c.engine == "vllm" and c.gpu == "h100-sxm"
+             and c.tp == 8)
+    off = {**c.flags, "disable_custom_all_reduce": "true"}
+    new = Built(replace(c, flags=off, version="0.11.0"), running).shape
+    old = Built(replace(c, flags=off, version="0.10.2"), running).shape
+    # the one kernel's latency, 6.6 + 2 x 0.6 = 7.8 us (test_speed_custom_allreduce), below 64 MiB; the ring's before
+    assert new.oneshot_latency_s == pytest.approx(7.8e-6) and new.oneshot_max_bytes == 64 * MIB
+    assert old.oneshot_latency_s == 0.0 and old.oneshot_max_bytes == 0

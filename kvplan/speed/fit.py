@@ -33,7 +33,7 @@ from kvplan.speed.model import decode_features, gemm_kernels, nccl_only, prefill
 from kvplan.speed.recency import weights as recency_weights
 from kvplan.speed.robust import robust
 from kvplan.speed.compute_dtype import read_flops
-from kvplan.speed.shape import shape_for, weight_dtype_of
+from kvplan.speed.shape import custom_off, shape_for, weight_dtype_of
 from kvplan.speed.compute_dtype import stated_dtype
 from kvplan.speed.ssm_dtype import as_stated, in_dtype
 from kvplan.speed.stated import stated
@@ -124,8 +124,8 @@ class Built:
         self.roof_shape = bound(s)  # the roofline knows no engine's kernels
         if fused_allreduce(case.flags):  # the engine's fused kernel, after the roofline's copy
             self.shape = replace(s, fused_allreduce=True)
-        if nccl_only(case.flags):  # the run turned the engine's custom all-reduce off: NCCL's ring
-            self.shape = replace(self.shape, oneshot_latency_s=0.0, oneshot_max_bytes=0, allreduce=())
+        if nccl_only(case.flags):  # the run turned the engine's custom all-reduce off: what it tries next, NCCL's ring
+            self.shape = custom_off(self.shape, case.engine, gpu, case.version)
         if fp8_context_fmha(case) and gpu.dense_flops.get("fp8") and gpu.fp8 is not False:  # FP8 context attention
             self.shape = replace(self.shape, prefill_attn_rate=read_flops(gpu, "fp8"))
         if gemm_kernels(case.engine) == "ggml" and materializes_scores(case.flags, case.date):  # no FlashAttention

@@ -152,24 +152,24 @@ def measured_allreduce_kernel(engine: str | None) -> bool:
     return rules_key(engine) in MEASURED_ALLREDUCE if engine else False
 
 
-def custom_allreduce_bytes(engine: str | None, tp: int, gpu=None, version: str | None = None) -> int:
+def custom_allreduce_bytes(engine: str | None, tp: int, gpu=None, version: str | None = None, custom=True) -> int:
     """The message size from which the engine's all-reduce among `tp` GPUs of `gpu` (a profile; None: an NVIDIA part)
     leaves its custom kernel for NCCL (CUSTOM_ALLREDUCE, CUSTOM_ALLREDUCE_AMD on an AMD profile), 0 where it has none
     for that many, or none on an AMD GPU at its release `version` (None: the current one; CUSTOM_ALLREDUCE_AMD_SINCE);
-    vLLM's symmetric-memory all-reduce's limit past it from 0.11.0 (kvplan.speed.symm_allreduce); kvplan's own rules
-    (no engine) read vLLM's."""
+    vLLM's symmetric-memory all-reduce's limit past it from 0.11.0, built whether or not the custom kernel is (`custom`
+    False: the run turned it off; kvplan.speed.symm_allreduce); kvplan's own rules (no engine) read vLLM's."""
     key = rules_key(engine)
-    limit = CUSTOM_ALLREDUCE.get(key, {}).get(tp, 0)
+    limit = CUSTOM_ALLREDUCE.get(key, {}).get(tp, 0) if custom else 0
     if limit and vendor_of(gpu) == "AMD":
         return CUSTOM_ALLREDUCE_AMD.get(key, limit) if runs_custom_allreduce_on_amd(engine, version) else 0
-    return max(limit, symm_mem_bytes(tp, gpu, version)) if key in SYMM_MEM_ENGINES and limit else limit
+    return max(limit, symm_mem_bytes(tp, gpu, version)) if key in SYMM_MEM_ENGINES else limit
 
 
-# A run's flags that send its tensor-parallel all-reduces to NCCL whatever their size: {flag: the values that do}.
-# vLLM's and SGLang's `--disable-custom-all-reduce` (no CustomAllreduce is built: vllm-project/vllm@00d618aa
-# custom_all_reduce.py, sglang 0.5.9 parallel_state.py `use_custom_allreduce`); TensorRT-LLM's `allreduce_strategy`
-# NCCL or NCCL_SYMMETRIC (AllreduceOp returns the stated strategy for them: @01e2c361 thop/allreduceOp.cpp), where the
-# profile's measured table (strategy AUTO) does not apply either
+# A run's flags that turn the engine's custom all-reduce off, NCCL's past what it tries next (vLLM's symmetric memory
+# from 0.11.0: custom_allreduce_bytes' `custom`): {flag: the values that do}. vLLM's and SGLang's
+# `--disable-custom-all-reduce` (no CustomAllreduce: sglang 0.5.9 parallel_state.py `use_custom_allreduce`);
+# TensorRT-LLM's `allreduce_strategy` NCCL or NCCL_SYMMETRIC (AllreduceOp returns the stated strategy for them:
+# @01e2c361 thop/allreduceOp.cpp), where the profile's measured table (strategy AUTO) does not apply either
 NCCL_FLAGS = {"disable_custom_all_reduce": ("true", "1", "yes"), "allreduce_strategy": ("nccl", "nccl_symmetric")}
 
 

@@ -25,6 +25,8 @@ replica's tokens in a step (`ep_replicas` = dp).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kvplan.core.dtypes import GGUF_MIXES, GGUF_TYPES, canonical_kv_dtype, canonical_weight_dtype
 from kvplan.model.layers import IndexedMLA, attending
 from kvplan.model.weight_formats import PLAIN_BYTES
@@ -50,6 +52,14 @@ _BIG = 1 << 40
 # the model dtype (vllm-project/vllm@02d710837549a368073552333f66d714477415d2:vllm/model_executor/layers/mamba/
 # mamba_utils.py#L96-109, _mamba_state_dtype); neither follows --kv-cache-dtype. A layer's own ssm_dtype (the config's
 # or a run's stated one, kvplan.speed.ssm_dtype) still types its recurrent values (kvplan.model.recurrent.state_bytes).
+
+
+def custom_off(s: Shape, engine: str | None, gpu, version: str | None) -> Shape:
+    """Shape `s` for a run that turned its engine's custom all-reduce off (kvplan.speed.model.nccl_only): the one-kernel
+    latency only below what the engine tries next (vLLM's symmetric memory from 0.11.0: custom_allreduce_bytes'
+    `custom`), NCCL's ring past it, no measured table."""
+    off = custom_allreduce_bytes(engine, s.tp, gpu, version, custom=False) if s.oneshot_latency_s else 0
+    return replace(s, oneshot_latency_s=s.oneshot_latency_s if off else 0.0, oneshot_max_bytes=off, allreduce=())
 
 
 def weight_dtype_of(name: str | None) -> str | None:

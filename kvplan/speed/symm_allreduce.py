@@ -10,7 +10,9 @@ min(CUSTOM_ALL_REDUCE_MAX_SIZES, 8 MiB) there (`custom_all_reduce.py` 0.11.0 L11
 both are one kernel a call behind one barrier, so the speed terms' one-shot pricing (kvplan.speed.model
 CUSTOM_ALLREDUCE) holds up to the symmetric-memory limit, and NCCL's ring starts there. The table
 (`all_reduce_utils.py` 0.11.0 L45-58, the same in 0.17.0 L49-62) gains "10.3" in 0.19.0 (L52-70, the same in
-0.24.0 and 0.33.0 L58-76); 0.33.0's "10.7" has no profile.
+0.24.0 and 0.33.0 L58-76); 0.33.0's "10.7" has no profile. The communicator is built whether or not the custom
+kernel is (`if use_torch_symm_mem and current_platform.is_cuda()`, 0.11.0 L67; 0.33.0 L127), so a run with
+--disable-custom-all-reduce keeps it below its size (kvplan.speed.fit reads custom_allreduce_bytes' `custom`).
 """
 
 from __future__ import annotations

@@ -37,9 +37,9 @@ def test_a_default_range_ratio_reads_the_mean_and_one_request_groups():
     dist = {"kind": "random", "random_input_len": 1000, "random_output_len": 1000, "range_ratio": 0.0}
     case, why = case_of(_point(input_dist=dist, output_dist=dist), "s", "")
     assert why == "" and case.load.isl == case.load.osl == 500.0 and case.load.drawn
-    assert group(case.load, 16) == 1.0
+    assert group(case.load, 16, False) == 1.0
     fixed, _ = case_of(_point(isl=500, osl=500), "s", "")
-    assert not fixed.load.drawn and group(replace(fixed.load, chunk=16384), 16) == 16.0
+    assert not fixed.load.drawn and group(replace(fixed.load, chunk=16384), 16, False) == 16.0
 
 
 def test_the_sglang_cookbook_mi300x_cells_draw_their_lengths():

@@ -43,3 +43,22 @@ def test_a_poisson_arrival_finds_one_plus_the_mean_in_its_poll():
         sizes.append(k)
     per_request = sum(k * k for k in sizes) / sum(sizes)
     assert abs(per_request - (1 + n * rate)) < 0.03
+
+
+def test_the_group_and_the_wait_read_the_same_burst():
+    # batch_and_mode's burst decides both the poll's group (`group`) and its wait (`later_request`'s poll_steps).
+    # 64 requests at concurrency 64, a cap of 32: c = n = 64, a burst, every request queued before the start: no poll
+    # holds one, so no wait and no group (G = 1, drawn lengths replaced one at a time), the figures as at poll_wait 0
+    from kvplan.speed.load import batch_and_mode, first_wave, group, later_request
+    polled = Load(isl=1000, osl=1000, concurrency=64, num_prompts=64, cap=32, drawn=True, out_cv2=0.01, poll_wait=14.5)
+    b, _, burst = batch_and_mode(polled, None)
+    assert (b, burst) == (32, True) and group(polled, b, burst) == 1.0
+    assert later_request(polled, b, 1.0, burst, first_wave(polled, b))[1] == 0.0  # no poll wait
+    assert combos(polled) == combos(replace(polled, poll_wait=0.0))
+    # a throughput run of untold length at the cap (neither concurrency nor rate nor N): the steady state at B = 32,
+    # not a burst, so a poll every 30 steps holds a later request (29 / 2 = 14.5 steps) and takes in what arrived
+    # over the 30 steps: 32 / 1,000 a step (Little's law), G = 1 + 30 x 32 / 1,000 = 1.96
+    steady = replace(polled, concurrency=None, num_prompts=None)
+    b, _, burst = batch_and_mode(steady, None)
+    assert (b, burst) == (32, False) and abs(group(steady, b, burst) - 1.96) < 1e-12
+    assert later_request(steady, b, 1.96, burst, first_wave(steady, b))[1] == 14.5

@@ -75,10 +75,10 @@ def test_the_release_prefills_its_cycle_together():
     # 6.56403 / 2.45866 = 2.6697
     load = Load(100, 110, 16, chunk=1000, batch_wait=(20, 0.26), drawn=True)
     assert released(load, 11) == pytest.approx(2.6697, abs=1e-4)
-    assert group(load, 11) == pytest.approx(2.6697, abs=1e-4)  # the prompts its prefill step is priced with
+    assert group(load, 11, False) == pytest.approx(2.6697, abs=1e-4)  # the prompts its prefill step is priced with
     assert released(load, 1) == 1.0 and released(replace(load, batch_wait=None), 11) == 1.0
     assert released(replace(load, batch_wait=(20, 0.01)), 11) == 1.0  # one prompt crosses the threshold: none held
-    assert group(replace(load, batch_wait=None), 11) == 1.0  # drawn lengths without it: one at a time
+    assert group(replace(load, batch_wait=None), 11, False) == 1.0  # drawn lengths without it: one at a time
 
 
 def test_the_run_stating_it_prefills_six_prompts_together():

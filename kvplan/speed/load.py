@@ -65,8 +65,9 @@ seconds:
                            --scheduler-recv-interval, vLLM V0's --num-scheduler-steps: scheduler.poll_wait_steps)
                            keeps a request that arrives while it decodes waiting (n - 1) / 2 decode steps more on
                            average, in TTFT and E2E (not a throughput), and prefills it with those that arrived over
-                           the n steps, G = 1 + n x B / osl (balance.polled); a closed loop's of more than one, an
-                           open loop's, not a burst's (queued before the start), a wave's or a lone one (it idles)
+                           the n steps, G = 1 + n x B / osl (balance.polled), wait and group alike: a closed loop's
+                           of more than one (the steady state at the cap too), an open loop's, not a burst's (N <= c,
+                           batch_and_mode's: queued before the start), a wave's or a lone one (it idles)
   open loop at rate r      as a closed loop of c = r x (E2E - W) requests (Little's law over the running set, E2E
                            and W from the previous estimate: kvplan.speed.fit.settle iterates it to its fixed
                            point), W the `waiting` before a request's first scheduled step (the arrival wait, the
@@ -198,9 +199,9 @@ def open_wait(load: Load, b: float, t: tuple, burst: bool, service_estimate: flo
     return out[0], out[1], out[2]
 
 
-def group(load: Load, b: float) -> float:
+def group(load: Load, b: float, burst: bool) -> float:
     """G: how many requests arrive, or are taken in (balance.released, balance.polled), together once staggered."""
-    held = max(released(load, b), polled(load, b, poll_steps(load, not (load.concurrency or at_rate(load)))))
+    held = max(released(load, b), polled(load, b, poll_steps(load, burst)))  # `burst`: batch_and_mode's, as the wait
     if (load.concurrency or not at_rate(load)) and not load.drawn:
         return max(1.0, min(b, load.chunk // max(1.0, load.isl)), held)
     return held  # open loops, drawn lengths: requests finish, and are replaced, one at a time
@@ -221,7 +222,7 @@ def combos(load: Load, e2e_estimate: float | None = None, service_estimate: floa
     if load.bench == "tg":
         return 1.0, 1.0, {"tg_tok_s": (0.0, 1.0, 0.0, 1.0)}
     b, c, burst = batch_and_mode(load, e2e_estimate, rho_cap, outside_estimate)
-    g, osl = group(load, b), max(1.0, load.osl)
+    g, osl = group(load, b, burst), max(1.0, load.osl)
     t = ((1.0 + load.recompute) / b, osl / b, 0.0)  # T = (t_wave + osl x t_dec) / B, its preempted prompts redone
     if load.lockstep > 1 and not burst:
         t = lockstep_cycle(b, g, load.isl, osl, load.chunk, load.lockstep, load.lock_mixed)

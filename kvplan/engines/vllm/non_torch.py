@@ -72,6 +72,7 @@ from __future__ import annotations
 import dataclasses
 
 from kvplan.core.intmath import round_up
+from kvplan.engines.versions import parse_version
 from kvplan.engines.vllm import custom_ar
 from kvplan.model.weight_formats import PLAIN_BYTES
 from kvplan.planning.deploy import NODE_GPUS, node_size, nvlink_reaches
@@ -198,17 +199,17 @@ def mnnvl_note(model, dep, st) -> str | None:
             "block's size is not modelled")
 
 
-def non_torch(tp: int, pp: int, version: tuple[int, ...], eager: bool = False, gpu=None,
-              dp: int = 1, model=None, max_tokens: int = 8192, v1: bool | None = None, node: int = NODE_GPUS,
-              release: str | None = None) -> int:
+def non_torch(tp: int, pp: int, version: tuple[int, ...] | str, eager: bool = False, gpu=None,
+              dp: int = 1, model=None, max_tokens: int = 8192, v1: bool | None = None, node: int = NODE_GPUS) -> int:
     """vLLM's non-torch increase on one rank (bytes); `model` (hidden size, dtype) and `max_tokens`
     (max_num_batched_tokens) size the FlashInfer workspace, which is left out without a model. `v1` False: a
     0.8-0.10 run on the V0 fallback, whose worker measures as V0's does (kvplan.engines.vllm.v0_fallback). `node`: GPUs
     per node (kvplan.planning.deploy.node_size); before 0.11.0 a tp group larger has no custom all-reduce buffers in
-    the window, nor on an AMD GPU before 0.8.3 (kvplan.engines.vllm.custom_ar; `release`, the version as named, tells an
+    the window, nor on an AMD GPU before 0.8.3 (kvplan.engines.vllm.custom_ar; `version` as named, a string, tells an
     AMD fork build)."""
+    legacy_tp = NON_TORCH_TP_LEGACY - custom_ar.unbuilt_bytes(tp, node, version, gpu)
+    version = parse_version(version) if isinstance(version, str) else version
     e = "v0" if v1 is False else era(version)
-    legacy_tp = NON_TORCH_TP_LEGACY - custom_ar.unbuilt_bytes(tp, node, version, gpu, release)
     if e == "v0":
         # tp 1 with pipeline stages: the legacy figure less the buffers a group of one never builds (custom_ar)
         return V0_NON_TORCH_SINGLE if tp == 1 and pp == 1 else legacy_tp

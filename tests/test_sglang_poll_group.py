@@ -7,7 +7,8 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from kvplan.speed.load import Load, combos
+from kvplan.speed.bench_load import Load
+from kvplan.speed.load import combos
 
 
 def test_a_poll_hands_over_the_arrivals_of_its_interval():

@@ -98,7 +98,7 @@ def test_amd_before_0_8_3_builds_no_buffers():
     assert non_torch(8, 1, (0, 8, 3), gpu=mi300x, node=8) == 149_946_368
     assert non_torch(8, 1, (0, 7, 3), gpu=find_gpu("h100-80"), node=8) == 149_946_368
     # AMD's fork build that keeps the kernel on (ROCm/vllm@21f6ca217, kvplan.speed.model.AMD_FORK_BUILDS)
-    assert non_torch(8, 1, (0, 7, 3), gpu=mi300x, node=8, release="0.7.3.dev138+g21f6ca217") == 149_946_368
+    assert non_torch(8, 1, "0.7.3.dev138+g21f6ca217", gpu=mi300x, node=8) == 149_946_368
 
 
 def test_the_plan_reads_the_release_as_the_speed_side_does():

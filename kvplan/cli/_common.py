@@ -306,10 +306,11 @@ def output_files(paths: list[Path], stdout_hint: str = "--json for stdout") -> l
     return out
 
 
-def read_capped_text(path: Path, max_bytes: int, kind: str, missing: str = "no such file") -> str:
+def read_capped_text(path: Path, max_bytes: int, kind: str, missing: str = "no such file", hint: str = "") -> str:
     """A user's text file (a log, a benchmark result) as UTF-8, undecodable bytes replaced, or as the UTF-16 a
     byte-order mark says (PowerShell 5's `>` writes UTF-16LE with one; an editor's UTF-8 mark is dropped); refused
-    in one line when missing, unreadable, or past `max_bytes` (then it is no `kind`: a hostile or wrong file)."""
+    in one line when missing, unreadable, or past `max_bytes` (then it is no `kind`: a hostile or wrong file, and
+    `hint` says what to do)."""
     if path.is_dir():  # it exists: "no such file" would be false
         raise KvplanError(f"{path} is a folder; give {kind} file", EXIT_USAGE)
     if not path.is_file():
@@ -317,7 +318,7 @@ def read_capped_text(path: Path, max_bytes: int, kind: str, missing: str = "no s
             raise KvplanError(f"{path} is not a regular file; give {kind} file", EXIT_USAGE)
         raise KvplanError(f"{missing}: {path}", EXIT_NOT_FOUND)
     try:  # read through the cap (kvplan.core.capped): no gap between a size check and the read
-        data = read_capped(path, max_bytes, str(path), kind)
+        data = read_capped(path, max_bytes, str(path), kind, hint)
     except OSError as exc:
         raise KvplanError(f"cannot read {path}: {exc.strerror or exc}", EXIT_NOT_FOUND) from None
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):

@@ -13,7 +13,7 @@ from kvplan.cli._common import (
     table,
 )
 from kvplan.cli.engine_flags import speculative_request, with_speculative
-from kvplan.core.errors import EXIT_USAGE, KvplanError
+from kvplan.core.errors import KvplanError
 from kvplan.engines.logparse import parse_log
 from kvplan.engines.reconcile import reconcile
 from kvplan.engines.versions import reading, stated_version
@@ -53,10 +53,8 @@ def check_log(
     as_json: JsonOpt = False,
 ):
     """Put every number an engine's start-up log printed next to kvplan's, with the difference."""
-    if log.is_file() and log.stat().st_size > MAX_LOG_BYTES:  # a whole server log: say how to keep its start-up
-        raise KvplanError(f"{log}: larger than {MAX_LOG_BYTES // 2**20} MiB; not a start-up log (keep its start: "
-                          f"head -c 1M {log} > start.log)", EXIT_USAGE)
-    text = read_capped_text(log, MAX_LOG_BYTES, "a start-up log", missing="no such log file")
+    text = read_capped_text(log, MAX_LOG_BYTES, "a start-up log", missing="no such log file",
+                            hint=f"keep its start: head -c 1M {log} > start.log")  # a whole server log
     rec = parse_log(text)
     check_range("--tp", tp, 1, 4096)  # as fit's --tp, and the log's own tp (kvplan.engines.logrecord)
     if engine_version is not None:  # "" is refused, not taken for "not given" (the log's release)

@@ -32,6 +32,7 @@ import os
 import stat
 from datetime import datetime
 
+from kvplan.core.capped import open_nonblocking
 from kvplan.core.collector import collector_paused
 from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg
 from kvplan.simulator.workload import MAX_REQUESTS, SimRequest
@@ -189,15 +190,15 @@ def _record(fmt, rec, path, line, names: dict | None = None):
 
 
 def _open_text(path: str):
-    """The trace as a text stream, opened without waiting: a FIFO no writer holds open would block open() for ever,
-    so it is opened non-blocking (then read as no lines, an empty trace), and blocking restored for the reads (a
-    pipe, `--trace <(xzcat t.jsonl.xz)`, still streams)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    if stat.S_ISDIR(os.fstat(fd).st_mode):  # open() refuses a folder; os.open does not
+    """The trace as a text stream and its size, opened without waiting (kvplan.core.capped.open_nonblocking): a FIFO
+    no writer holds open is read as no lines, an empty trace; blocking is restored for the reads (a pipe,
+    `--trace <(xzcat t.jsonl.xz)`, still streams)."""
+    fd, st = open_nonblocking(path)
+    if stat.S_ISDIR(st.st_mode):  # open() refuses a folder; os.open does not
         os.close(fd)
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
     os.set_blocking(fd, True)
-    return open(fd, encoding="utf-8-sig", newline="")
+    return open(fd, encoding="utf-8-sig", newline=""), st.st_size
 
 
 def load_trace(path: str, fmt: str = "auto", max_requests: int = MAX_REQUESTS) -> tuple[list[SimRequest], dict]:
@@ -207,8 +208,7 @@ def load_trace(path: str, fmt: str = "auto", max_requests: int = MAX_REQUESTS) -
         raise KvplanError(f"{arg('trace_format')} must be one of {', '.join(FORMATS)}, got {fmt!r}", EXIT_USAGE,
                           param="trace_format", value=fmt, allowed=tuple(FORMATS))
     try:
-        size = os.path.getsize(path)
-        stream = _open_text(path)
+        stream, size = _open_text(path)
     except FileNotFoundError:
         raise KvplanError(f"trace {path} not found", EXIT_NOT_FOUND) from None
     except OSError as exc:

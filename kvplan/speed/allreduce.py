@@ -80,7 +80,8 @@ def ring_latency(kind: str, n: int) -> float:
 
 
 def ring_allreduce_seconds(nbytes: float, n: int, bandwidth: float, latency: float) -> float:
-    """One ring all-reduce of `nbytes` among n ranks: 2(n-1)/n x bytes / per-direction bandwidth + latency."""
+    """One ring all-reduce of `nbytes` among n ranks: 2(n-1)/n x bytes / per-direction bandwidth + latency. A
+    test-only reference (tests/test_speed.py): features prices the ring as its comm + latency terms."""
     if n <= 1:
         return 0.0
     return 2 * (n - 1) / n * nbytes / bandwidth + latency

@@ -157,14 +157,15 @@ class GemmPath(NamedTuple):
     tiles: tuple  # (widths, what the width is chosen for) where the MoE runs MMQ's MMA kernels; (): none
 
 
-def _since(date: str | None, day: str) -> bool:
+def built_since(date: str | None, day: str) -> bool:
+    """Whether a build of `date` (None: the current one) is of `day` or later."""
     return not date or str(date)[:10] >= day  # no date: the current build
 
 
 def _cdna_dp4a_only(arch: str, date: str | None) -> bool:
     """Whether a CDNA build before CDNA_MMA_SINCE ran dp4a MMQ at every batch (module docstring): every CDNA part
     before CDNA1_BLAS_SINCE, CDNA2 and newer (not gfx908, "cdna") until CDNA_BLAS_SINCE."""
-    return not _since(date, CDNA1_BLAS_SINCE) or (arch != "cdna" and not _since(date, CDNA_BLAS_SINCE))
+    return not built_since(date, CDNA1_BLAS_SINCE) or (arch != "cdna" and not built_since(date, CDNA_BLAS_SINCE))
 
 
 def _cdna_mmq(arch: str, wd: str, n: int) -> bool:
@@ -177,8 +178,8 @@ def _cdna_mmq(arch: str, wd: str, n: int) -> bool:
 def _rdna3_mmq_last(cc, wd: str, date: str | None) -> int | None:
     """The largest ne11 an RDNA3 part runs MMQ at for weights of `wd` (None: every batch), by build; RDNA3.5 is
     gfx115x, (11, 5) as parse_capability reads it."""
-    rdna3_5 = bool(cc) and cc >= (11, 5) and _since(date, RDNA3_5_SINCE)
-    if not _since(date, RDNA3_TUNED_SINCE):
+    rdna3_5 = bool(cc) and cc >= (11, 5) and built_since(date, RDNA3_5_SINCE)
+    if not built_since(date, RDNA3_TUNED_SINCE):
         return None
     if wd == "q2_k":
         return 128
@@ -192,11 +193,11 @@ def _rdna3_mmq_last(cc, wd: str, date: str | None) -> int | None:
 def _rdna3(cc, wd: str, date: str | None, vector: GemmPath, fp16: float, rate_of, dequant: GemmPath):
     """(paths, missing) on RDNA3 (WMMA, gfx11): dp4a MMQ below 64 then dequantize + rocBLAS before #17576; WMMA int8
     MMQ past the vector kernels since, to rocBLAS past a type's bound (_rdna3_mmq_last)."""
-    if not _since(date, RDNA3_MMA_SINCE):  # before MMQ_BOUND_SINCE no MMQ on RDNA3: rocBLAS past the vector kernel
-        first = DP4A_BELOW if _since(date, MMQ_BOUND_SINCE) else MMVQ_MAX + 1
+    if not built_since(date, RDNA3_MMA_SINCE):  # before MMQ_BOUND_SINCE no MMQ on RDNA3: rocBLAS past the vector kernel
+        first = DP4A_BELOW if built_since(date, MMQ_BOUND_SINCE) else MMVQ_MAX + 1
         return (vector, dequant._replace(first=first)), "" if fp16 else "fp16"
     int8 = rate_of("int8")
-    by_mean = bool(cc) and cc < (11, 5) and _since(date, RDNA3_MEAN_SINCE)
+    by_mean = bool(cc) and cc < (11, 5) and built_since(date, RDNA3_MEAN_SINCE)
     out = [vector, GemmPath(MMVQ_MAX + 1, int8, 0, _tiles(AMD_TILES, date, by_mean))]
     last = _rdna3_mmq_last(cc, wd, date)
     if last:
@@ -238,18 +239,18 @@ def paths(gpu, weight_dtype: str | None, dense_params: float, rate_of, date: str
     cc = parse_capability(gpu.compute_capability)
     dequant = GemmPath(0, fp16, int(4 * dense_params), ())  # fp16 copy written and read each micro-batch
     if vendor == "NVIDIA" and cc:
-        if cc >= (7, 5) and _since(date, NVIDIA_MMA_SINCE):
+        if cc >= (7, 5) and built_since(date, NVIDIA_MMA_SINCE):
             int8 = rate_of("int8")
             mma = GemmPath(MMVQ_MAX + 1, int8, 0, _tiles(NVIDIA_TILES, date))
             return (vector, mma), "int8" if not int8 else "" if vec else "bf16"
         if cc >= (7, 0):  # FP16 tensor cores: dp4a MMQ below the bound, dequantize + cuBLAS above
-            first = DP4A_BELOW if _since(date, NVIDIA_MMA_SINCE) else 33
+            first = DP4A_BELOW if built_since(date, NVIDIA_MMA_SINCE) else 33
             return (vector, dequant._replace(first=first)), "" if fp16 else "fp16"
         return (vector,), "" if vec else "bf16"
     if vendor == "AMD" and arch.startswith("cdna"):
-        if _since(date, CDNA_MMA_SINCE):
+        if built_since(date, CDNA_MMA_SINCE):
             int8 = rate_of("int8")
-            widths = tuple(w for w in AMD_TILES if w <= 64) if _since(date, CDNA_X64_SINCE) else AMD_TILES
+            widths = tuple(w for w in AMD_TILES if w <= 64) if built_since(date, CDNA_X64_SINCE) else AMD_TILES
             out = [vector, GemmPath(MMVQ_MAX + 1, int8, 0, _tiles(widths, date))]
             last = next((n for n in (129, 257) if not _cdna_mmq(arch, wd, n)), None)
             if last:  # CDNA1/2 past MMQ's batch bound for this type: dequantize + rocBLAS
@@ -267,9 +268,9 @@ def _tiles(widths: tuple, date: str | None, by_mean: bool = False) -> tuple:
     """A path's MoE tiles from a build of `date`: (widths, what the width is chosen for: the micro-batch's "tokens",
     before NCOLS_MAX_SINCE its tokens x top-k "rows", or where `by_mean` (RDNA3.0 since RDNA3_MEAN_SINCE) the
     tokens an expert gets on average, "mean"); () before MOE_MMQ_SINCE."""
-    if not _since(date, MOE_MMQ_SINCE):
+    if not built_since(date, MOE_MMQ_SINCE):
         return ()
-    return widths, "mean" if by_mean else "tokens" if _since(date, NCOLS_MAX_SINCE) else "rows"
+    return widths, "mean" if by_mean else "tokens" if built_since(date, NCOLS_MAX_SINCE) else "rows"
 
 
 def tile_width(columns: float, widths: tuple) -> int:
@@ -337,7 +338,7 @@ def materializes_scores(flags: dict, date: str | None) -> bool:
     stated = next((flags[k] for k in ("fa", "flash_attn") if k in flags), None)
     if stated is not None:
         return str(stated).strip().lower() in ("0", "off", "false")
-    return not _since(date, FA_DEFAULT_SINCE)
+    return not built_since(date, FA_DEFAULT_SINCE)
 
 
 def score_bytes_per_flop(spec, tp: int, attn_flops_per_pair: float) -> float:

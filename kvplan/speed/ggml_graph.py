@@ -12,9 +12,10 @@ ggml/src/ggml-cuda; dates are the llama.cpp commits'):
   `disable_due_to_gpu_arch`), Volta and Turing too since llama.cpp#25749
   (2026-07-16, ggml-org/ggml@c621d2c8); not for a node on a split (row-parallel) buffer (:2527), so not at tp > 1;
   not for a step of more than one token (`node->op == GGML_OP_ADD && node->src[1]->ne[1] > 1`: "disable CUDA graphs
-  for batch size > 1 for now", :2542) until llama.cpp#19645 (2026-02-17, ggml-org/ggml@23c1635e, both checks gone);
-  not for a model with experts (GGML_OP_MUL_MAT_ID, :2534) until llama.cpp#13014 (2025-04-22, ggml-org/ggml@658de8ce:
-  `node->ne[2] != 1`, one token replays).
+  for batch size > 1 for now", :2542) until llama.cpp#19645 (2026-02-17, ggml-org/ggml@23c1635e, which drops that
+  ADD check and the MUL_MAT_ID `ne[2] != 1` one below, and keeps the split-buffer one: tp > 1 still launches from
+  the host); not for a model with experts (GGML_OP_MUL_MAT_ID, :2534) until llama.cpp#13014 (2025-04-22,
+  ggml-org/ggml@658de8ce: `node->ne[2] != 1`, one token replays).
 * AMD (HIP): no graph before llama.cpp#11362 (2025-01-29, hipGraph behind GGML_HIP_GRAPHS, off: "experimental,
   slow"), on by default since llama.cpp#22254 (2026-04-23, ggml-org/ggml@dc1b3775 CMakeLists.txt: "its performance
   impact was negative. Due to improvements in rocm ... this is no longer true").
@@ -29,8 +30,8 @@ graph given up after too many updates, and the MoE fallback that still synchroni
 
 from __future__ import annotations
 
-from kvplan.hardware.facts import parse_capability
-from kvplan.speed.ggml import _since  # a build of `date` (None: the current one) at or past a day
+from kvplan.hardware.facts import vendor_of
+from kvplan.speed.ggml import built_since  # a build of `date` (None: the current one) at or past a day
 
 EVERY = 1 << 30  # a graph for a step of any size
 CUDA_GRAPHS_SINCE = "2024-05-08"  # llama.cpp#6766: CUDA graphs, compute capability 8.0+
@@ -45,14 +46,14 @@ def graph_tokens(gpu, date: str | None, moe: bool = False, tp: int = 1) -> int:
     `gpu` (module docstring): 0 where none does (another vendor, an NVIDIA part below the build's bound, AMD before
     HIP_GRAPHS_SINCE, tp > 1, a model with experts (`moe`) before MOE_GRAPHS_SINCE), 1 before BATCH_GRAPHS_SINCE,
     EVERY since."""
-    vendor = str(gpu.vendor or "").upper()
-    if tp > 1 or (moe and not _since(date, MOE_GRAPHS_SINCE)):
+    vendor = vendor_of(gpu)
+    if tp > 1 or (moe and not built_since(date, MOE_GRAPHS_SINCE)):
         return 0
     if vendor == "NVIDIA":
-        cc = parse_capability(gpu.compute_capability)
-        least = (7, 0) if _since(date, VOLTA_GRAPHS_SINCE) else (8, 0)
-        if not cc or cc < least or not _since(date, CUDA_GRAPHS_SINCE):
+        cc = gpu.capability
+        least = (7, 0) if built_since(date, VOLTA_GRAPHS_SINCE) else (8, 0)
+        if not cc or cc < least or not built_since(date, CUDA_GRAPHS_SINCE):
             return 0
-    elif vendor != "AMD" or not _since(date, HIP_GRAPHS_SINCE):
+    elif vendor != "AMD" or not built_since(date, HIP_GRAPHS_SINCE):
         return 0
-    return EVERY if _since(date, BATCH_GRAPHS_SINCE) else 1
+    return EVERY if built_since(date, BATCH_GRAPHS_SINCE) else 1

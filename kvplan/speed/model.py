@@ -26,7 +26,8 @@ from kvplan.speed.allreduce import measured_allreduce
 from kvplan.speed.mlaform import absorbs_with_prefix
 from kvplan.speed.symm_allreduce import SYMM_MEM_ENGINES, symm_mem_bytes
 from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, bound, capped_pair_seconds, features, gemm_seconds,
-                                measured_tp, moves_tokens, path_at, prefill_width, roofline, roofline_of)
+                                measured_tp, moves_tokens, path_at, prefill_width, replays_graph, roofline,
+                                roofline_of)
 
 DATA = Path(__file__).with_name("coefficients.json")
 BANDS = Path(__file__).with_name("bands.json")  # each set's held-out error per metric, apart from its coefficients
@@ -336,8 +337,7 @@ class StepModel:
 
     def launches(self, tokens: float) -> float:
         """The `layer` term of a step of `tokens`: none where it replays a graph (Shape.graph_tokens, as features)."""
-        g = self.shape.graph_tokens
-        return 0.0 if g and tokens <= g else self.launch
+        return 0.0 if replays_graph(self.shape, tokens) else self.launch
 
     def experts(self, tokens: float) -> float:
         hit = self._experts.get(tokens)

@@ -176,6 +176,11 @@ def measured_tp(s: Shape) -> bool:
     return s.tp > 1 and bool(s.allreduce) and not s.fused_allreduce
 
 
+def replays_graph(s: Shape, tokens: float) -> bool:
+    """Whether a step of `tokens` replays a captured graph (Shape.graph_tokens), so launches no `layer` cost."""
+    return bool(s.graph_tokens) and tokens <= s.graph_tokens
+
+
 def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float, *, request: float = 0.0,
              steps: float = 1.0, prefill_steps: float = 0.0, prefill_pairs: float = 0.0, prefill_context: float = 0.0,
              sampled: float | None = None, seq_steps: float | None = None) -> list[float]:
@@ -228,7 +233,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         comm,
         lat,
         steps,
-        s.layers * steps if not s.graph_tokens or per_step > s.graph_tokens else 0.0,  # launched from the host
+        0.0 if replays_graph(s, per_step) else s.layers * steps,  # else launched from the host
         seqs * steps if seq_steps is None else seq_steps,
         request,
         prefill_steps,

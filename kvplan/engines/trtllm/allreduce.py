@@ -72,12 +72,22 @@ SKIPPED_UNDER_DP_FROM = (1, 2, 0)  # TensorRT-LLM#9542: no AllReduce module unde
 SKIPPED_UNDER_DP = DEEPSEEK_V3  # the model classes whose skip was read
 
 
+def unread(v: tuple[int, ...] | None) -> bool:
+    """Whether release `v` is of the 1.1.x line, whose size was not read (UNREAD_LINE)."""
+    return v is not None and v[:2] == UNREAD_LINE
+
+
+def _before_size(tp: int) -> int:
+    """max_workspace_size_auto's size before TensorRT-LLM#9145: 16 MB at tp <= 2, 8 MB above."""
+    return BEFORE_SMALL if tp <= 2 else BEFORE_LARGE
+
+
 def workspace_size(tp: int, version: str | None) -> int:
     """`max_workspace_size_auto(tp, support_deterministic=False)` of TensorRT-LLM `version` (None: the newest form)."""
     v = release_of(version)
-    if v is None or v >= FIXED_FROM or v[:2] == UNREAD_LINE:
+    if v is None or v >= FIXED_FROM or unread(v):
         return FIXED
-    return BEFORE_SMALL if tp <= 2 else BEFORE_LARGE
+    return _before_size(tp)
 
 
 def workspace_bytes(tp: int, node: int, version: str | None) -> int:
@@ -113,15 +123,16 @@ def rank_bytes(model, dep, node: int, version: str | None) -> int:
     return workspace_bytes(group_ranks(model, dep, version), node, version)
 
 
-def note(model, dep, node: int, version: str | None) -> str | None:
-    """What a plan states where the workspace it books was not read: 1.1.x's size (booked as TensorRT-LLM#9145's),
-    and under attention DP from #9542 on the whole group's for a model class other than DeepSeek-V3's; else None."""
-    v, booked = release_of(version), rank_bytes(model, dep, node, version)
+def note(model, dep, booked: int, version: str | None) -> str | None:
+    """What a plan states where the workspace it books (`booked`, rank_bytes) was not read: 1.1.x's size (booked as
+    TensorRT-LLM#9145's), and under attention DP from #9542 on the whole group's for a model class other than
+    DeepSeek-V3's; else None."""
+    v = release_of(version)
     if not booked:
         return None
-    if v is not None and v[:2] == UNREAD_LINE:
+    if unread(v):
         group = group_ranks(model, dep, version)
-        before = _pages(BEFORE_SMALL if group <= 2 else BEFORE_LARGE, group)
+        before = _pages(_before_size(group), group)
         return (f"whether TensorRT-LLM {version} carries the 64 MiB all-reduce workspace (TensorRT-LLM#9145, first "
                 f"in 1.2.0) was not read: {booked / MIB:,.0f} MiB a rank booked, {before / MIB:,.0f} MiB with the "
                 "8 MB form before it (kvplan.engines.trtllm.allreduce)")

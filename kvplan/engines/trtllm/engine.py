@@ -203,7 +203,7 @@ class TrtLlm(Engine):
         said = mlp_split.note(model, dep, gpu)
         uma = trtllm_uma.warnings(gpu, st.os_memory, st.page_cache, weight_bytes(model).total,
                                   st.free_gpu_memory_fraction)  # () on a discrete GPU without the options
-        dp_ws = allreduce.note(model, dep, node_size(dep, gpu), st.version)
+        dp_ws = allreduce.note(model, dep, st.allreduce_bytes, st.version)  # settings' rank_bytes
         return (((PlanWarning.literal(said),) if said else ()) + ((PlanWarning.literal(dp_ws),) if dp_ws else ())
                 + tuple(w._replace(topic=UNIFIED) for w in uma))
 

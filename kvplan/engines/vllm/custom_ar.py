@@ -40,7 +40,7 @@ L1632-1636; `platforms/rocm.py` L307-311, gfx94*), the same two buffers (`custom
 from __future__ import annotations
 
 from kvplan.engines.custom_allreduce import SUPPORTED, fabric_allows, ipc_buffer_bytes
-from kvplan.engines.versions import dotted
+from kvplan.engines.versions import dotted, parse_version
 from kvplan.hardware.facts import vendor_of
 from kvplan.speed.model import runs_custom_allreduce_on_amd
 
@@ -48,13 +48,16 @@ BUFFERS = ipc_buffer_bytes()  # 18 MiB: meta_ptrs + buffer_ptrs
 IN_WINDOW_BEFORE = (0, 11, 0)  # the start-up snapshot moved after the distributed set-up (vllm#25359)
 
 
-def unbuilt_bytes(tp: int, node: int, version: tuple[int, ...], gpu=None, release: str | None = None) -> int:
+def unbuilt_bytes(tp: int, node: int, version: tuple[int, ...] | str, gpu=None) -> int:
     """The custom all-reduce buffers a legacy constant holds (fitted where vLLM built them) that a tp group of `tp`
     ranks over nodes of `node` GPUs of profile `gpu` does not have: BUFFERS where they fall in the window (before
     0.11.0) and vLLM builds none (one rank, a group across nodes, a size not supported, more than two ranks not fully
-    connected, an AMD GPU before 0.8.3), else 0. `release`: the version as named (an AMD fork build's hash in it)."""
-    if version >= IN_WINDOW_BEFORE:
+    connected, an AMD GPU before 0.8.3), else 0. `version`: parsed, or as named (a string: an AMD fork build's hash in
+    it)."""
+    named = isinstance(version, str)
+    if (parse_version(version) if named else version) >= IN_WINDOW_BEFORE:
         return 0
-    amd_off = vendor_of(gpu) == "AMD" and not runs_custom_allreduce_on_amd("vllm", release or dotted(version))
+    release = version if named else dotted(version)
+    amd_off = vendor_of(gpu) == "AMD" and not runs_custom_allreduce_on_amd("vllm", release)
     built = tp <= node and tp in SUPPORTED and fabric_allows(gpu, tp, unknown=True) and not amd_off
     return 0 if built else BUFFERS

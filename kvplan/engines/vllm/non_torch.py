@@ -72,6 +72,7 @@ from __future__ import annotations
 import dataclasses
 
 from kvplan.core.intmath import round_up
+from kvplan.engines.versions import parse_version
 from kvplan.engines.vllm import custom_ar
 from kvplan.model.weight_formats import PLAIN_BYTES
 from kvplan.planning.deploy import NODE_GPUS, node_size, nvlink_reaches
@@ -95,6 +96,8 @@ _MAX_COMM_SIZE = 2147483647 & ~(2 * MIB - 1)  # trtllm_ar.py MAX_COMM_SIZE: the 
 # FI_ALLREDUCE_FUSION_MAX_SIZE_MB (allreduce_rms_fusion.py, 0.17.0-0.19.0; 103 from 0.19.0), MiB by tp
 _FUSION_MAX_SIZE_MIB = {90: {2: 64, 4: 2, 8: 0.5}, 100: {2: 64, 4: 32, 8: 1}, 103: {2: 64, 4: 64, 8: 2}}
 MNNVL_SINCE = (0, 25, 0)  # `auto` resolves to FlashInfer's MNNVL workspace on one node (docstring, 2.)
+MNNVL_SPANNING_SINCE = (0, 19, 0)  # `auto` is MNNVL for a tp group over nodes (0.19.0 L98-101)
+QUANT_SHARES_MNNVL_SINCE = (0, 26, 0)  # the quant slot shares the MNNVL workspace (0.26.0 L211-215)
 # The log corpus's machine, an HGX H100: the fabric facts assumed for a GPU a log does not name (corpus_gpu).
 CORPUS_CAPABILITY, CORPUS_FABRIC = "9.0", "nvswitch"
 
@@ -173,33 +176,40 @@ def fi_allreduce_workspace(version: tuple[int, ...], tp: int, hidden: int, dtype
                for size in (data, flags, lamport))
 
 
+def fi_workspace(model, dep, st, gpu=None) -> int:
+    """fi_allreduce_workspace for a plan: its model, deployment and engine settings; `gpu` in place of st.gpu (a
+    stand-in, kvplan.engines.vllm.reconcile)."""
+    gpu = gpu or st.gpu
+    return fi_allreduce_workspace(st.v, dep.tp, model.hidden_size, dtype_bytes(model), st.max_num_batched_tokens,
+                                  dep.pp, dep.dp, st.eager, gpu, node_size(dep, gpu))
+
+
 def mnnvl_note(model, dep, st) -> str | None:
     """The plan's line where vLLM builds FlashInfer's MNNVL workspace (0.25.0 on; 0.19.0 on for a tp group over
     nodes), which kvplan books as trtllm's blocks: its layout was not sized (module docstring, 2.). None where none is
     booked."""
-    node = node_size(dep, st.gpu)
-    spans = dep.tp > node and st.v >= (0, 19, 0)  # `auto` is MNNVL across nodes from 0.19.0 (0.19.0 L98-101)
-    if not (spans or st.v >= MNNVL_SINCE) or not fi_allreduce_workspace(
-            st.v, dep.tp, model.hidden_size, dtype_bytes(model), st.max_num_batched_tokens, dep.pp, dep.dp, st.eager,
-            st.gpu, node):
+    spans = dep.tp > node_size(dep, st.gpu) and st.v >= MNNVL_SPANNING_SINCE
+    booked = fi_workspace(model, dep, st) if spans or st.v >= MNNVL_SINCE else 0
+    if not booked:
         return None
-    extra = " and, for the quant fusions, trtllm's" if not spans and st.v < (0, 26, 0) else " instead of trtllm's"
+    quant = not spans and st.v < QUANT_SHARES_MNNVL_SINCE
+    extra = " and, for the quant fusions, trtllm's" if quant else " instead of trtllm's"
     return (f"vLLM {st.version} builds FlashInfer's MNNVL all-reduce fusion workspace{extra} "
-            "(flashinfer_all_reduce.py); kvplan books trtllm's alone (3 x 512 MiB per GPU): the MNNVL block's size "
-            "is not modelled")
+            f"(flashinfer_all_reduce.py); kvplan books trtllm's alone ({booked // MIB:,} MiB per GPU): the MNNVL "
+            "block's size is not modelled")
 
 
-def non_torch(tp: int, pp: int, version: tuple[int, ...], eager: bool = False, gpu=None,
-              dp: int = 1, model=None, max_tokens: int = 8192, v1: bool | None = None, node: int = NODE_GPUS,
-              release: str | None = None) -> int:
+def non_torch(tp: int, pp: int, version: tuple[int, ...] | str, eager: bool = False, gpu=None,
+              dp: int = 1, model=None, max_tokens: int = 8192, v1: bool | None = None, node: int = NODE_GPUS) -> int:
     """vLLM's non-torch increase on one rank (bytes); `model` (hidden size, dtype) and `max_tokens`
     (max_num_batched_tokens) size the FlashInfer workspace, which is left out without a model. `v1` False: a
     0.8-0.10 run on the V0 fallback, whose worker measures as V0's does (kvplan.engines.vllm.v0_fallback). `node`: GPUs
     per node (kvplan.planning.deploy.node_size); before 0.11.0 a tp group larger has no custom all-reduce buffers in
-    the window, nor on an AMD GPU before 0.8.3 (kvplan.engines.vllm.custom_ar; `release`, the version as named, tells an
+    the window, nor on an AMD GPU before 0.8.3 (kvplan.engines.vllm.custom_ar; `version` as named, a string, tells an
     AMD fork build)."""
+    legacy_tp = NON_TORCH_TP_LEGACY - custom_ar.unbuilt_bytes(tp, node, version, gpu)
+    version = parse_version(version) if isinstance(version, str) else version
     e = "v0" if v1 is False else era(version)
-    legacy_tp = NON_TORCH_TP_LEGACY - custom_ar.unbuilt_bytes(tp, node, version, gpu, release)
     if e == "v0":
         # tp 1 with pipeline stages: the legacy figure less the buffers a group of one never builds (custom_ar)
         return V0_NON_TORCH_SINGLE if tp == 1 and pp == 1 else legacy_tp

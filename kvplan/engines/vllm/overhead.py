@@ -235,8 +235,8 @@ def overhead_terms(model, dep, st) -> dict[str, int]:
                                  st.max_num_batched_tokens, v, getattr(st, "max_capture", None),
                                  getattr(st, "awq_forced", False))
               if st.cudagraphs else 0)
-    nt = non_torch(dep.tp, dep.pp, v, getattr(st, "eager", False), gpu, dep.dp, model, st.max_num_batched_tokens,
-                   st.v1, node_size(dep, gpu), st.version)
+    nt = non_torch(dep.tp, dep.pp, st.version, getattr(st, "eager", False), gpu, dep.dp, model,
+                   st.max_num_batched_tokens, st.v1, node_size(dep, gpu))
     return {"activation_peak": act, "non_torch": nt, "cudagraphs": graphs,
             "weights_repack": (weights_repack_extra(model, dep.tp, gpu, named, v)
                                + nvfp4_scale_padding(model, dep.tp, gpu)

@@ -21,11 +21,11 @@ from kvplan.engines.vllm import releases as vllm_releases
 from kvplan.engines.vllm import awq_dequant, load_split
 from kvplan.engines.vllm.cudagraphs import awq_note
 from kvplan.engines.vllm.log_graphs import graph_note, planned_shape, seqs_from_shape
-from kvplan.engines.vllm.non_torch import CORPUS_CAPABILITY, corpus_gpu, dtype_bytes, fi_allreduce_workspace
+from kvplan.engines.vllm.non_torch import CORPUS_CAPABILITY, corpus_gpu, fi_workspace
 from kvplan.engines.vllm.sampler import CORPUS_SM_COUNT, triton_buffer_bytes
 from kvplan.engines.vllm.overhead import cudagraph_estimate
 from kvplan.hardware.gpus import GPU
-from kvplan.planning.deploy import node_size, stage_ranges
+from kvplan.planning.deploy import stage_ranges
 from kvplan.planning.plan import Request
 
 
@@ -188,8 +188,7 @@ def _corpus_stand_in(out, model, dep, st):
     fabric for the FlashInfer all-reduce workspace (vllm.non_torch.corpus_gpu), and a note where that
     assumption adds bytes."""
     gpu = corpus_gpu(st.gpu)
-    ws = fi_allreduce_workspace(st.v, dep.tp, model.hidden_size, dtype_bytes(model), st.max_num_batched_tokens,
-                                dep.pp, dep.dp, st.eager, gpu, node_size(dep, gpu))
+    ws = fi_workspace(model, dep, st, gpu)
     if ws:
         out.notes.append(f"no {arg('gpu')}: vLLM's FlashInfer all-reduce workspace ({ws / GIB:.2f} GiB per GPU) "
                          f"counted as on an HGX H100 (compute capability {CORPUS_CAPABILITY} over NVSwitch), the "

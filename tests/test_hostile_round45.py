@@ -159,3 +159,20 @@ def test_a_fifo_no_writer_holds_is_an_empty_trace_not_a_wait(tmp_path):
         reader.join(5)
     assert got, "simulate waited on the FIFO"
     one_line_error(got[0], 2, "empty trace")
+
+
+# --- several outputs: all written, or none ------------------------------------------------------------------------
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here to fail a write")
+@pytest.mark.parametrize("command", [
+    ["sweep", "--models", "gpt2", "--gpu", "t4", "--ctx", "1k"],
+    ["simulate", "llama-3.1-8b", "--gpu", "h100", "--duration", "2"],
+])
+def test_a_second_output_failing_leaves_no_first_one(tmp_path, command):
+    # Before: a.csv was renamed into place, then x.json (a link to /dev/full) failed with "No space left": exit 1
+    # with half the outputs on disk. Now every output is written to its temporary file first and renamed only when
+    # all are written, so nothing lands; the folder holds only the link.
+    (tmp_path / "x.json").symlink_to("/dev/full")
+    r = runner.invoke(whole_app(), command + ["-o", str(tmp_path / "a.csv"), "-o", str(tmp_path / "x.json")])
+    assert r.exit_code != 0 and "No space left" in r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.json"]

@@ -25,7 +25,7 @@ from kvplan.cli.fit import _deployment, _request
 from kvplan.cli.offload import OffloadFlags, plan_offload
 from kvplan.cli.workload import SloPercentOpt, SloTpotOpt, SloTtftOpt, WorkloadFlags, sla_text
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError, arg
-from kvplan.core.files import atomic_write
+from kvplan.core.files import atomic_write_all
 from kvplan.core.units import plural
 from kvplan.engines.scheduler import with_limits
 from kvplan.hardware.gpus import find_gpu
@@ -339,17 +339,18 @@ def _report(meta, results, files, as_json, title):
             stderr(f"warning: {name}: {plural(count, 'request')} rejected: {reason}")
         if r["outputs_truncated"]:
             stderr(f"warning: {name}: {r['outputs_truncated']:,} outputs cut at the length limit")
-    doc = None
-    for path, fmt in files:
+    doc = document(meta, results) if as_json or any(fmt == ".json" for _, fmt in files) else None
+
+    def content(fmt):
         if fmt == ".json":
-            doc = doc or document(meta, results)
-            atomic_write(path, json_text(doc))
-        elif fmt == ".csv":
-            atomic_write(path, lambda stream: write_series_csv(stream, results), newline="")
-        else:
-            atomic_write(path, render_html(meta, results, title))
+            return json_text(doc)
+        if fmt == ".csv":
+            return lambda stream: write_series_csv(stream, results)
+        return render_html(meta, results, title)
+
+    atomic_write_all((path, content(fmt), "" if fmt == ".csv" else None) for path, fmt in files)  # all, or none
     if as_json:
-        sys.stdout.write(json_text(doc or document(meta, results)))
+        sys.stdout.write(json_text(doc))
     else:
         _print_summary(results)
     for path, fmt in files:

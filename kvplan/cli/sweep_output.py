@@ -13,7 +13,7 @@ from kvplan.cli._common import markup_safe, table
 from kvplan.cli.speed_flags import speed_band, speed_notes
 from kvplan.compare.procurement import headlines
 from kvplan.compare.sweep import RANKING
-from kvplan.core.files import atomic_write
+from kvplan.core.files import atomic_write_all
 from kvplan.core.units import human_tokens, plural
 from kvplan.report.export import iter_sweep_rows, write_csv, write_json_document
 from kvplan.report.html import render_html
@@ -50,20 +50,20 @@ def _stream(result, sims, limit=None):
 
 
 def write_files(result, files, title: str, summary: list[str], prices, gpus=(), sims=None, front=None) -> None:
-    """Every --output, each written atomically."""
+    """Every --output, all written or none (kvplan.core.files.atomic_write_all)."""
     if not files:
         return
 
-    for path, fmt in files:
+    def content(fmt):
         if fmt == ".csv":
-            atomic_write(path, lambda stream: write_csv(_stream(result, sims), stream), newline="")
-        elif fmt == ".json":
-            atomic_write(path, lambda stream: _write_json(result, _stream(result, sims), prices, stream, front))
-        else:  # the page's charts and table read every row
-            atomic_write(path, render_html(ranked_rows(result, sims), title=title, summary=summary,
-                                           skipped=skipped_lines(result), currency=prices.unit,
-                                           speed_label=_html_speed_label(result),
-                                           headlines=headlines(result, gpus)))
+            return lambda stream: write_csv(_stream(result, sims), stream)
+        if fmt == ".json":
+            return lambda stream: _write_json(result, _stream(result, sims), prices, stream, front)
+        return render_html(ranked_rows(result, sims), title=title, summary=summary,  # the charts read every row
+                           skipped=skipped_lines(result), currency=prices.unit,
+                           speed_label=_html_speed_label(result), headlines=headlines(result, gpus))
+
+    atomic_write_all((path, content(fmt), "" if fmt == ".csv" else None) for path, fmt in files)
 
 
 def _html_speed_label(result) -> str | None:

@@ -175,3 +175,14 @@ def atomic_write(path: str | os.PathLike, content: str | Callable[[io.TextIOBase
             content(stream)
         else:
             stream.write(content)
+
+
+def atomic_write_all(items) -> None:
+    """Write every (path, content, newline) of a command's outputs, or none: each is written and flushed to its
+    temporary file first (a full disk or /dev/full fails here, before any rename), and the files are renamed over
+    their targets only once all are written; a failure removes every temporary file."""
+    with contextlib.ExitStack() as stack:
+        for path, content, newline in items:
+            stream = stack.enter_context(atomic_writer(path, newline=newline))
+            content(stream) if callable(content) else stream.write(content)
+            stream.flush()

@@ -23,6 +23,8 @@ from typer.testing import CliRunner
 from conftest import one_line_error
 from kvplan.bench import detect
 from kvplan.cli.main import whole_app
+from kvplan.core.errors import KvplanError
+from kvplan.simulator import traces
 from kvplan.simulator.traces import load_trace
 
 runner = CliRunner()
@@ -176,3 +178,15 @@ def test_a_second_output_failing_leaves_no_first_one(tmp_path, command):
     r = runner.invoke(whole_app(), command + ["-o", str(tmp_path / "a.csv"), "-o", str(tmp_path / "x.json")])
     assert r.exit_code != 0 and "No space left" in r.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.json"]
+
+
+def test_a_pipe_past_the_file_cap_is_refused(monkeypatch):
+    # a pipe has no size to check up front: an endless one (`<(yes "")` after a JSON line) read past the cap is
+    # refused, not read for ever. Cap lowered to 1,000 characters: one record, then 2,000 one-character blank lines
+    monkeypatch.setattr(traces, "MAX_FILE_BYTES", 1000)
+    read = _fed(TRACE.read_bytes().splitlines(keepends=True)[0] + b"\n" * 2000)
+    try:
+        with pytest.raises(KvplanError, match="runs past"):
+            load_trace(f"/dev/fd/{read}")
+    finally:
+        os.close(read)

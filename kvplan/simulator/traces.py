@@ -235,9 +235,13 @@ def load_trace(path: str, fmt: str = "auto", max_requests: int = MAX_REQUESTS) -
 
 
 def _lines(stream, path):
+    read = 0  # a pipe has no size to check before reading: its characters are counted against the file cap
     for n, line in enumerate(iter(lambda: stream.readline(MAX_LINE + 1), ""), 1):
         if len(line) > MAX_LINE:
             raise _fail(path, n, f"longer than {MAX_LINE:,} characters")
+        read += len(line)
+        if read > MAX_FILE_BYTES:
+            raise KvplanError(f"trace {path} runs past {MAX_FILE_BYTES / 2**30:.0f} GiB, the limit", EXIT_USAGE)
         yield n, line
 
 

@@ -57,25 +57,48 @@ def test_only_vllm_at_its_world_sizes_on_a_fully_connected_fabric_runs_it():
     assert custom_allreduce_bytes("llama.cpp", 8) == 0  # not in CUSTOM_ALLREDUCE
 
 
-def test_sglang_runs_vllms_kernel_with_twice_the_limit_on_rocm():
-    # SGLang's CustomAllreduce (0.4.6.post5 and 0.5.9 wheels): _SUPPORTED_WORLD_SIZES [2, 4, 6, 8], _MAX_CAR_SIZE
-    # 8,192 x 1,024 = 8,388,608 B on CUDA, 2 x 8,192 x 1,024 = 16,777,216 B on ROCm
+def test_sglang_runs_vllms_kernel_with_twice_the_limit_on_rocm_through_0_5_5():
+    # SGLang's CustomAllreduce (0.4.6.post5, 0.5.5 and 0.5.9 wheels): _SUPPORTED_WORLD_SIZES [2, 4, 6, 8], _MAX_CAR_SIZE
+    # 8,192 x 1,024 = 8,388,608 B on CUDA, 2 x 8,192 x 1,024 = 16,777,216 B on ROCm, the class a ROCm tp group builds
+    # through 0.5.5 (0.5.5 parallel_state.py L374)
     gpus = load_gpus()
     assert custom_allreduce_bytes("sglang", 8) == 8_388_608 and custom_allreduce_bytes("sglang", 6) == 8_388_608
     assert custom_allreduce_bytes("sglang", 3) == 0 and custom_allreduce_bytes("sglang", 16) == 0
-    assert custom_allreduce_bytes("sglang", 8, gpus["mi300x"]) == 16_777_216
+    assert custom_allreduce_bytes("sglang", 8, gpus["mi300x"], "0.5.5") == 16_777_216
     assert custom_allreduce_bytes("vllm", 8, gpus["mi300x"]) == 8_388_608  # vLLM's limit is not the ROCm one
     spec = find_in_catalog("llama-3.1-70b-instruct")
     s = shape_for(spec, gpus["h200-sxm"], tp=4, engine="sglang")
     assert s.oneshot_latency_s == pytest.approx(7.8e-6) and s.oneshot_max_bytes == 8_388_608
     # MI300X at tp 8 over xGMI: the two-rank ring's 6.6 + 2 x 0.6 = 7.8 us, where the ring's is 15.0 us
-    amd = shape_for(spec, gpus["mi300x"], tp=8, engine="sglang")
+    amd = shape_for(spec, gpus["mi300x"], tp=8, engine="sglang", version="0.5.5")
     assert amd.oneshot_latency_s == pytest.approx(7.8e-6) and amd.link_latency_s == pytest.approx(15.0e-6)
     assert amd.oneshot_max_bytes == 16_777_216
     # a 1,000-token prefill chunk: 1,000 x 8,192 x 2 = 16,384,000 B, under ROCm's limit, past CUDA's
     f = features(amd, 1000, 1, 1000, 0)[LATENCY]
     assert f == pytest.approx(2 * 80 * 7.8e-6)
     assert shape_for(spec, gpus["l40s"], tp=4, engine="sglang").oneshot_latency_s == 0.0  # PCIe: NCCL's ring
+
+
+def test_sglang_runs_aiters_kernel_up_to_64_mib_on_rocm_from_0_5_6():
+    # From 0.5.6 a ROCm tp group builds aiter's CustomAllreduce (dispatch_custom_allreduce, SGLANG_USE_AITER_AR default
+    # "true": 0.5.6 custom_all_reduce.py L423-437, 0.5.19 L344-411), which takes a message of at most 64 MiB
+    # (ROCm/aiter@c16d44b9 custom_all_reduce.py L118 `_DEFAULT_CAR_MAX_SIZE = 8192 * 8192`, `inp_size <=` L1148):
+    # 8,192 x 8,192 = 67,108,864 B still custom, the first to go to RCCL 67,108,865 B
+    gpus = load_gpus()
+    for version in ("0.5.6", "0.5.12", "0.5.19", None):
+        assert custom_allreduce_bytes("sglang", 8, gpus["mi325x"], version) == 67_108_865
+    assert custom_allreduce_bytes("sglang", 2, gpus["mi355x"], "0.5.19") == 67_108_865
+    assert custom_allreduce_bytes("sglang", 3, gpus["mi355x"], "0.5.19") == 0  # aiter's world sizes: 2, 4, 6, 8
+    assert custom_allreduce_bytes("sglang", 8, gpus["h200-sxm"], "0.5.19") == 8_388_608  # CUDA keeps its own
+    assert custom_allreduce_bytes("sglang", 8, gpus["mi325x"], "0.5.19", custom=False) == 0  # turned off: RCCL
+    spec = find_in_catalog("llama-3.1-70b-instruct")
+    amd = shape_for(spec, gpus["mi300x"], tp=8, engine="sglang", version="0.5.12")
+    # a 4,000-token prefill chunk: 4,000 x 8,192 x 2 = 65,536,000 B, past SGLang's own 16 MiB, within aiter's 64 MiB:
+    # 2 x 80 calls at the kernel's 7.8 us; 4,100 tokens (67,174,400 B) past it: the ring's 15.0 us
+    assert features(amd, 4000, 1, 4000, 0)[LATENCY] == pytest.approx(2 * 80 * 7.8e-6)
+    assert features(amd, 4100, 1, 4100, 0)[LATENCY] == pytest.approx(2 * 80 * 15.0e-6)
+    old = shape_for(spec, gpus["mi300x"], tp=8, engine="sglang", version="0.5.5")
+    assert features(old, 4000, 1, 4000, 0)[LATENCY] == pytest.approx(2 * 80 * 15.0e-6)
 
 
 def test_tensorrt_llm_prices_its_kernel_where_no_table_measured_it():

@@ -24,6 +24,7 @@ from kvplan.hardware.facts import vendor_of
 from kvplan.speed.eras import engine_of, padded
 from kvplan.speed.allreduce import measured_allreduce
 from kvplan.speed.mlaform import absorbs_with_prefix
+from kvplan.speed.rocm_allreduce import amd_custom_bytes
 from kvplan.speed.symm_allreduce import SYMM_MEM_ENGINES, symm_mem_bytes
 from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, bound, capped_pair_seconds, features, gemm_seconds,
                                 measured_tp, moves_tokens, path_at, prefill_width, replays_graph, roofline,
@@ -61,7 +62,7 @@ MEASURED_ALLREDUCE = ("trtllm",)
 # <= 4 GPUs and 256 KiB at <= 8, two-shot above (csrc/custom_all_reduce.cuh `REDUCE_CASE`).
 # SGLang's CustomAllreduce is vLLM's ("Adapted from" vLLM v0.6.4.post1) and on by default (`disable_custom_all_reduce:
 # bool = False` in server_args.py of the 0.4.6.post5 and 0.5.9 wheels, read 2026-12-06): world sizes [2, 4, 6, 8],
-# `_MAX_CAR_SIZE = 8192 * 1024` (2 x that on ROCm: CUSTOM_ALLREDUCE_AMD), off on more than two GPUs not all linked
+# `_MAX_CAR_SIZE = 8192 * 1024` (on ROCm, kvplan.speed.rocm_allreduce), off on more than two GPUs not all linked
 # (`is_full_nvlink`); `should_custom_ar` takes `inp_size < max_size` in 0.4.6.post5, `<=` in 0.5.9 (one size apart,
 # not modelled); GroupCoordinator.all_reduce tries it before quick all-reduce, MSCCL++ and symmetric memory (off by
 # default) and NCCL (sglang/srt/distributed/parallel_state.py). Its FlashInfer all-reduce + RMSNorm fusion (on by
@@ -80,7 +81,6 @@ MEASURED_ALLREDUCE = ("trtllm",)
 CUSTOM_ALLREDUCE = {"vllm": dict.fromkeys((2, 4, 6, 8), 8192 * 1024),
                     "sglang": dict.fromkeys((2, 4, 6, 8), 8192 * 1024),
                     "trtllm": {2: 16_000_001, 4: 8_000_001, 6: 8_000_001, 8: 8_000_001}}
-CUSTOM_ALLREDUCE_AMD = {"sglang": 2 * 8192 * 1024}  # on ROCm: "crossover is at 16MB buffer size for ROCm"
 # The first release whose custom all-reduce runs on an AMD GPU; before it every tensor-parallel call is RCCL's ring.
 # vLLM through 0.8.2 turns it off on ROCm ("Disabled the custom all-reduce kernel because it is not supported on AMD
 # GPUs": ParallelConfig._verify_args, PyPI wheels 0.6.3 vllm/config.py L914-918, 0.8.2 L1550-1554);
@@ -155,14 +155,14 @@ def measured_allreduce_kernel(engine: str | None) -> bool:
 
 def custom_allreduce_bytes(engine: str | None, tp: int, gpu=None, version: str | None = None, custom=True) -> int:
     """The message size from which the engine's all-reduce among `tp` GPUs of `gpu` (a profile; None: an NVIDIA part)
-    leaves its custom kernel for NCCL (CUSTOM_ALLREDUCE, CUSTOM_ALLREDUCE_AMD on an AMD profile), 0 where it has none
+    leaves its custom kernel for NCCL (CUSTOM_ALLREDUCE; on an AMD profile amd_custom_bytes), 0 where it has none
     for that many, or none on an AMD GPU at its release `version` (None: the current one; CUSTOM_ALLREDUCE_AMD_SINCE);
     vLLM's symmetric-memory all-reduce's limit past it from 0.11.0, built whether or not the custom kernel is (`custom`
     False: the run turned it off; kvplan.speed.symm_allreduce); kvplan's own rules (no engine) read vLLM's."""
     key = rules_key(engine)
     limit = CUSTOM_ALLREDUCE.get(key, {}).get(tp, 0) if custom else 0
     if limit and vendor_of(gpu) == "AMD":
-        return CUSTOM_ALLREDUCE_AMD.get(key, limit) if runs_custom_allreduce_on_amd(engine, version) else 0
+        return amd_custom_bytes(key, version, limit) if runs_custom_allreduce_on_amd(engine, version) else 0
     return max(limit, symm_mem_bytes(tp, gpu, version)) if key in SYMM_MEM_ENGINES else limit
 
 

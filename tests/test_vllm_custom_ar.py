@@ -97,19 +97,35 @@ def test_amd_before_0_8_3_builds_no_buffers():
     assert non_torch(8, 1, (0, 8, 2), gpu=mi300x, node=8) == 131_072_000
     assert non_torch(8, 1, (0, 8, 3), gpu=mi300x, node=8) == 149_946_368
     assert non_torch(8, 1, (0, 7, 3), gpu=find_gpu("h100-80"), node=8) == 149_946_368
-    # AMD's fork build that keeps the kernel on (ROCm/vllm@21f6ca217, kvplan.speed.model.AMD_FORK_BUILDS)
+    # AMD's fork build that keeps the kernel on (ROCm/vllm@21f6ca217, kvplan.speed.amd_allreduce.AMD_FORK_BUILDS)
     assert non_torch(8, 1, "0.7.3.dev138+g21f6ca217", gpu=mi300x, node=8) == 149_946_368
 
 
+def test_amd_builds_buffers_only_on_the_gfx_targets_its_release_names():
+    # platforms/rocm.py use_custom_allreduce: `supported_archs = ['gfx94']` in 0.8.3 (L307-311) and 0.8.5 (L340-341),
+    # ['gfx94', 'gfx95'] from 0.9.0 (L374-375); elsewhere config.py sets disable_custom_all_reduce (0.8.3 L1632-1636)
+    # and no CustomAllreduce is built. Two ranks (any link passes), one node, the legacy window (before 0.11.0):
+    # built, the legacy 143 MiB = 149,946,368 B; not built, 143 - 18 = 125 MiB = 131,072,000 B
+    mi250x, mi300x, mi355x = find_gpu("mi250x"), find_gpu("mi300x"), find_gpu("mi355x")
+    assert non_torch(2, 1, (0, 8, 3), gpu=mi300x, node=8) == 149_946_368  # gfx942
+    assert non_torch(2, 1, (0, 8, 3), gpu=mi250x, node=8) == 131_072_000  # gfx90a: never
+    assert non_torch(2, 1, (0, 10, 1), gpu=mi250x, node=8) == 131_072_000
+    assert non_torch(2, 1, (0, 8, 5), gpu=mi355x, node=8) == 131_072_000  # gfx950 before 0.9.0
+    assert non_torch(2, 1, (0, 9, 0), gpu=mi355x, node=8) == 149_946_368
+    assert non_torch(2, 1, (0, 10, 1), gpu=find_gpu("mi100"), node=8) == 131_072_000  # gfx908
+
+
 def test_the_plan_reads_the_release_as_the_speed_side_does():
-    # one rule for both sides (kvplan.speed.model.runs_custom_allreduce_on_amd): 0.8.2 upstream on MI300X books
-    # 18,874,368 B less per GPU than the same release built by AMD's fork, which keeps the buffers
-    from kvplan.speed.model import runs_custom_allreduce_on_amd
+    # one rule for both sides (kvplan.speed.amd_allreduce.runs_custom_allreduce_on_amd): 0.8.2 upstream on MI300X
+    # books 18,874,368 B less per GPU than the same release built by AMD's fork, which keeps the buffers
+    from kvplan.speed.amd_allreduce import runs_custom_allreduce_on_amd
 
     def overhead(version):
         return api.plan("llama-3.1-70b", "mi300x", tp=8, context="8k", engine="vllm",
                         engine_version=version).overhead_bytes_per_gpu
 
     fork = "0.8.2+g21f6ca217"
-    assert not runs_custom_allreduce_on_amd("vllm", "0.8.2") and runs_custom_allreduce_on_amd("vllm", fork)
+    mi300x = find_gpu("mi300x")
+    assert not runs_custom_allreduce_on_amd("vllm", "0.8.2", mi300x)
+    assert runs_custom_allreduce_on_amd("vllm", fork, mi300x)
     assert overhead(fork) - overhead("0.8.2") == 18_874_368

@@ -21,7 +21,8 @@ holds the pointer tuples that registering the CUDA-graph buffers writes (opening
 memory and allocates none on the rank). From 0.11.0 on compute capability 9.0 / 10.0 the size is
 min(CUSTOM_ALL_REDUCE_MAX_SIZES, 8 MiB) where the symmetric-memory communicator is on (0.11.0 `custom_all_reduce.py`
 L113-119; 256 KiB at 8 H100s: 4 MiB of buffers), which adds its own symmetric buffer (`symm_mem.py` L80-86, 64 MiB at 8
-H100s); both are made at the distributed set-up, outside vLLM's budget window from 0.11.0
+H100s: `max_size // 2` bf16 elements for a model of any dtype, though its all-reduce takes bf16 alone, L99); both are
+made at the distributed set-up, outside vLLM's budget window from 0.11.0
 (kvplan.engines.vllm.custom_ar), so no figure moves (0.10.2 has the rule, its communicator off by default: envs.py
 L1220-1221); where that communicator takes the messages the kernel gives up is the speed side's
 (kvplan.speed.symm_allreduce).

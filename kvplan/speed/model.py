@@ -19,13 +19,12 @@ from functools import lru_cache
 from pathlib import Path
 
 from kvplan.core.errors import EXIT_ERROR, KvplanError
-from kvplan.core.releases import release_of
 from kvplan.hardware.facts import vendor_of
-from kvplan.speed.eras import engine_of, padded
+from kvplan.speed.eras import engine_of
 from kvplan.speed.allreduce import measured_allreduce
 from kvplan.speed.mlaform import absorbs_with_prefix
-from kvplan.speed.rocm_allreduce import amd_custom_bytes
-from kvplan.speed.symm_allreduce import SYMM_MEM_ENGINES, symm_mem_bytes
+from kvplan.speed.amd_allreduce import amd_custom_bytes, runs_custom_allreduce_on_amd
+from kvplan.speed.symm_allreduce import SYMM_MEM_ENGINES, one_kernel_bytes
 from kvplan.speed.terms import (ACT_BYTES, TERMS, Shape, bound, capped_pair_seconds, features, gemm_seconds,
                                 measured_tp, moves_tokens, path_at, prefill_width, replays_graph, roofline,
                                 roofline_of)
@@ -62,7 +61,7 @@ MEASURED_ALLREDUCE = ("trtllm",)
 # <= 4 GPUs and 256 KiB at <= 8, two-shot above (csrc/custom_all_reduce.cuh `REDUCE_CASE`).
 # SGLang's CustomAllreduce is vLLM's ("Adapted from" vLLM v0.6.4.post1) and on by default (`disable_custom_all_reduce:
 # bool = False` in server_args.py of the 0.4.6.post5 and 0.5.9 wheels, read 2026-12-06): world sizes [2, 4, 6, 8],
-# `_MAX_CAR_SIZE = 8192 * 1024` (on ROCm, kvplan.speed.rocm_allreduce), off on more than two GPUs not all linked
+# `_MAX_CAR_SIZE = 8192 * 1024` (on ROCm, kvplan.speed.amd_allreduce), off on more than two GPUs not all linked
 # (`is_full_nvlink`); `should_custom_ar` takes `inp_size < max_size` in 0.4.6.post5, `<=` in 0.5.9 (one size apart,
 # not modelled); GroupCoordinator.all_reduce tries it before quick all-reduce, MSCCL++ and symmetric memory (off by
 # default) and NCCL (sglang/srt/distributed/parallel_state.py). Its FlashInfer all-reduce + RMSNorm fusion (on by
@@ -81,28 +80,9 @@ MEASURED_ALLREDUCE = ("trtllm",)
 CUSTOM_ALLREDUCE = {"vllm": dict.fromkeys((2, 4, 6, 8), 8192 * 1024),
                     "sglang": dict.fromkeys((2, 4, 6, 8), 8192 * 1024),
                     "trtllm": {2: 16_000_001, 4: 8_000_001, 6: 8_000_001, 8: 8_000_001}}
-# The first release whose custom all-reduce runs on an AMD GPU; before it every tensor-parallel call is RCCL's ring.
-# vLLM through 0.8.2 turns it off on ROCm ("Disabled the custom all-reduce kernel because it is not supported on AMD
-# GPUs": ParallelConfig._verify_args, PyPI wheels 0.6.3 vllm/config.py L914-918, 0.8.2 L1550-1554);
-# vllm-project/vllm#14125 (2025-03) enabled it, and 0.8.3 runs it where `use_custom_allreduce` allows (config.py
-# L1632-1635; platforms/rocm.py L307-311: gcnArchName gfx94*). AMD's own fork (rocm/vllm images) enabled it earlier
-# (ROCm/vllm#27, 2024-05-30): a version whose local git hash is one of its builds read (AMD_FORK_BUILDS) keeps it
-# (ROCm/vllm@21f6ca217b8af3b1864ce9734bfdd8f0bed926d6, branch deepseek_v3_dev, 2025-02-17, the rocm/vllm-dev
-# vllm-ds3-staging-0217 image's "0.7.3.dev138+g21f6ca217": vllm/config.py L1388-1404 turns it off only on MI250 at
-# tp > 1 and Navi at tp <= 2); any other version is read as the upstream release it names.
-CUSTOM_ALLREDUCE_AMD_SINCE = {"vllm": (0, 8, 3)}
-AMD_FORK_BUILDS = {"vllm": ("21f6ca217",)}
-
-
-def runs_custom_allreduce_on_amd(engine: str | None, version: str | None) -> bool:
-    """Whether the engine's release `version` (None: the current one) runs its custom all-reduce on an AMD GPU
-    (CUSTOM_ALLREDUCE_AMD_SINCE, AMD_FORK_BUILDS)."""
-    key = rules_key(engine)
-    rel, since = release_of(version), CUSTOM_ALLREDUCE_AMD_SINCE.get(key)
-    if not since or not rel or padded(rel) >= since:
-        return True
-    build = str(version).rpartition("+g")[2].split(".")[0] if "+g" in str(version) else ""
-    return bool(build) and any(build.startswith(b) for b in AMD_FORK_BUILDS.get(key, ()))
+# On an AMD GPU: which GPUs and releases run the custom kernel at all (vLLM: gfx94x from 0.8.3, gfx95x from
+# 0.9.0; AMD's fork builds) and its size limit there (SGLang: 16 MiB, aiter's 64 MiB from 0.5.6):
+# kvplan.speed.amd_allreduce
 
 
 @lru_cache(maxsize=1)
@@ -153,17 +133,19 @@ def measured_allreduce_kernel(engine: str | None) -> bool:
     return rules_key(engine) in MEASURED_ALLREDUCE if engine else False
 
 
-def custom_allreduce_bytes(engine: str | None, tp: int, gpu=None, version: str | None = None, custom=True) -> int:
+def custom_allreduce_bytes(engine: str | None, tp: int, gpu=None, version: str | None = None, custom=True,
+                           dtype: str = "bf16") -> int:
     """The message size from which the engine's all-reduce among `tp` GPUs of `gpu` (a profile; None: an NVIDIA part)
     leaves its custom kernel for NCCL (CUSTOM_ALLREDUCE; on an AMD profile amd_custom_bytes), 0 where it has none
-    for that many, or none on an AMD GPU at its release `version` (None: the current one; CUSTOM_ALLREDUCE_AMD_SINCE);
-    vLLM's symmetric-memory all-reduce's limit past it from 0.11.0, built whether or not the custom kernel is (`custom`
-    False: the run turned it off; kvplan.speed.symm_allreduce); kvplan's own rules (no engine) read vLLM's."""
+    for that many, or none on that AMD GPU at its release `version` (None: the current one; kvplan.speed.amd_allreduce);
+    vLLM's symmetric-memory all-reduce's limit past it from 0.11.0 for `dtype` (the 16-bit dtype the run computes in)
+    bf16, built whether or not the custom kernel is (`custom` False: the run turned it off), which shrinks the kernel's
+    own limit (kvplan.speed.symm_allreduce); kvplan's own rules (no engine) read vLLM's."""
     key = rules_key(engine)
     limit = CUSTOM_ALLREDUCE.get(key, {}).get(tp, 0) if custom else 0
     if limit and vendor_of(gpu) == "AMD":
-        return amd_custom_bytes(key, version, limit) if runs_custom_allreduce_on_amd(engine, version) else 0
-    return max(limit, symm_mem_bytes(tp, gpu, version)) if key in SYMM_MEM_ENGINES else limit
+        return amd_custom_bytes(key, version, limit) if runs_custom_allreduce_on_amd(key, version, gpu) else 0
+    return one_kernel_bytes(limit, tp, gpu, version, dtype) if key in SYMM_MEM_ENGINES else limit
 
 
 # A run's flags that turn the engine's custom all-reduce off, NCCL's past what it tries next (vLLM's symmetric memory

@@ -56,9 +56,9 @@ _BIG = 1 << 40
 
 def custom_off(s: Shape, engine: str | None, gpu, version: str | None) -> Shape:
     """Shape `s` for a run that turned its engine's custom all-reduce off (kvplan.speed.model.nccl_only): the one-kernel
-    latency only below what the engine tries next (vLLM's symmetric memory from 0.11.0: custom_allreduce_bytes'
-    `custom`), NCCL's ring past it, no measured table."""
-    off = custom_allreduce_bytes(engine, s.tp, gpu, version, custom=False) if s.oneshot_latency_s else 0
+    latency only below what the engine tries next (vLLM's symmetric memory from 0.11.0, for bf16 activations:
+    custom_allreduce_bytes' `custom`), NCCL's ring past it, no measured table."""
+    off = custom_allreduce_bytes(engine, s.tp, gpu, version, False, s.act_dtype) if s.oneshot_latency_s else 0
     return replace(s, oneshot_latency_s=s.oneshot_latency_s if off else 0.0, oneshot_max_bytes=off, allreduce=())
 
 
@@ -255,7 +255,7 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
     peak_bf16 = datasheet_flops(gpu, "bf16")  # the roofline's, as ever
     rate, bf16 = (read_flops(gpu, precision) if peak else 0.0), read_flops(gpu, sixteen_bit(gpu, compute)[1])
     link_bw, latency = link(gpu, max(terms["tp"], terms["ep"]))
-    oneshot = custom_allreduce_bytes(engine, terms["tp"], gpu, version)  # the engine's custom all-reduce, if any
+    oneshot = custom_allreduce_bytes(engine, terms["tp"], gpu, version, dtype=compute)  # the engine's custom kernel
     oneshot_latency = fabric_latency(gpu, terms["tp"]) if oneshot else 0.0
     paths, missing = (), ""
     if gemm_kernels(engine) == "ggml":
@@ -276,7 +276,7 @@ def on_gpu(terms: dict, spec, gpu, weight_dtype: str | None = None, *, engine: s
                  gemm_rate=rate or bf16, grouped_rate=(read_flops(gpu, own) if own != precision else 0.0),
                  bf16_rate=bf16, peak_bf16_rate=peak_bf16,
                  link_bandwidth=link_bw, link_latency_s=latency, oneshot_latency_s=oneshot_latency,
-                 oneshot_max_bytes=oneshot if oneshot_latency else 0,
+                 oneshot_max_bytes=oneshot if oneshot_latency else 0, act_dtype=compute,
                  allreduce=allreduce_table(gpu, terms["tp"]) if measured_allreduce_kernel(engine) else (),
                  moe_block_m=block_m, paths=paths, rate_missing=missing, prefill_graph=prefill_graph)
 

@@ -141,6 +141,7 @@ class Shape:
     allreduce: tuple = ()  # ((message bytes, seconds), ...) one measured all-reduce among the tp ranks; (): the ring
     oneshot_latency_s: float = 0.0  # per tensor-parallel call of the engine's custom all-reduce; 0: the ring's
     oneshot_max_bytes: int = 0  # messages at or past it go to NCCL's ring (link_latency_s)
+    act_dtype: str = "bf16"  # the 16-bit dtype activations and all-reduces run in (kvplan.speed.compute_dtype)
     prefill_attn_rate: float = 0.0  # FLOP/s prefill queries' attention runs at (FP8 context FMHA: fp8); 0: bf16_rate
     paths: tuple = ()  # (kvplan.speed.ggml.GemmPath, ...) ascending: llama.cpp's kernels by tokens per step
     rate_missing: str = ""  # a precision a path needs that the profile does not rate (kvplan.speed.ggml)

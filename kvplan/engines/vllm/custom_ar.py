@@ -32,9 +32,11 @@ On an AMD GPU through 0.8.2 there are none: `ParallelConfig._verify_args` sets `
 `platforms/rocm.py` L232-233), builds no `CustomAllreduce` then (`device_communicators/cuda_communicator.py` L19-25,
 L45-50; 0.8.2 the same, its worker L503 and L280). 0.8.3 builds it where `use_custom_allreduce` holds (config.py
 L1632-1636; `platforms/rocm.py` L307-311, gfx94*), the same two buffers (`custom_all_reduce.py` L156-161,
-`allocate_shared_buffer_and_handle`). The release rule is the speed side's, read from one place
-(kvplan.speed.model.runs_custom_allreduce_on_amd, which knows the AMD fork builds that keep it on); the gfx94 test of
-0.8.3 is not applied (an MI250X on 0.8.3-0.10.x is booked with them).
+`allocate_shared_buffer_and_handle`). `use_custom_allreduce` is a gfx-target test: gfx94x from 0.8.3, gfx94x and
+gfx95x from 0.9.0 (platforms/rocm.py 0.8.5 L340-341, 0.9.0 L374-375, the same since), so an MI250X (gfx90a) or an
+MI100 on 0.8.3-0.10.x builds none either and holds no buffers in the window. The rule is the speed side's, read from
+one place on the profile's `compute_capability` (kvplan.speed.amd_allreduce.runs_custom_allreduce_on_amd, which knows
+the AMD fork builds that keep it on).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from __future__ import annotations
 from kvplan.engines.custom_allreduce import SUPPORTED, fabric_allows, ipc_buffer_bytes
 from kvplan.engines.versions import dotted, parse_version
 from kvplan.hardware.facts import vendor_of
-from kvplan.speed.model import runs_custom_allreduce_on_amd
+from kvplan.speed.amd_allreduce import runs_custom_allreduce_on_amd
 
 BUFFERS = ipc_buffer_bytes()  # 18 MiB: meta_ptrs + buffer_ptrs
 IN_WINDOW_BEFORE = (0, 11, 0)  # the start-up snapshot moved after the distributed set-up (vllm#25359)
@@ -52,12 +54,12 @@ def unbuilt_bytes(tp: int, node: int, version: tuple[int, ...] | str, gpu=None) 
     """The custom all-reduce buffers a legacy constant holds (fitted where vLLM built them) that a tp group of `tp`
     ranks over nodes of `node` GPUs of profile `gpu` does not have: BUFFERS where they fall in the window (before
     0.11.0) and vLLM builds none (one rank, a group across nodes, a size not supported, more than two ranks not fully
-    connected, an AMD GPU before 0.8.3), else 0. `version`: parsed, or as named (a string: an AMD fork build's hash in
-    it)."""
+    connected, an AMD GPU before 0.8.3 or of a gfx target its release does not run it on), else 0. `version`: parsed,
+    or as named (a string: an AMD fork build's hash in it)."""
     named = isinstance(version, str)
     if (parse_version(version) if named else version) >= IN_WINDOW_BEFORE:
         return 0
     release = version if named else dotted(version)
-    amd_off = vendor_of(gpu) == "AMD" and not runs_custom_allreduce_on_amd("vllm", release)
+    amd_off = vendor_of(gpu) == "AMD" and not runs_custom_allreduce_on_amd("vllm", release, gpu)
     built = tp <= node and tp in SUPPORTED and fabric_allows(gpu, tp, unknown=True) and not amd_off
     return 0 if built else BUFFERS

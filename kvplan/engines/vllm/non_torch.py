@@ -45,13 +45,13 @@ PyTorch's allocator in that window counts. Two terms appear by release, from the
    that is trtllm too (`distributed/device_communicators/flashinfer_all_reduce.py`: 0.17.0 L108-111, "If primary
    workspace is already trtllm, reuse it", the primary's VLLM_FLASHINFER_ALLREDUCE_BACKEND defaulting to trtllm,
    envs.py L171; 0.19.0 L188-190 and 0.24.0 L191-193, where `auto` resolves to trtllm on one node, L98-107 and
-   L101-110). So through 0.24.x one workspace per rank, never two: nothing more is booked. Not modelled: 0.25.0
-   resolves `auto` to MNNVL on one node (0.25.0 L116; flashinfer 0.6.13 `comm/trtllm_mnnvl_ar.py`
-   MNNVLAllReduceFusionWorkspace, one torch symmetric-memory block of 3 Lamport buffers) while the quant slot still
-   creates its own trtllm workspace (0.25.0 L206-214: two workspaces), and 0.26.0 makes the quant slot follow the
-   primary's backend (0.26.0 L211-215, 0.33.0 L279-282: one MNNVL block). kvplan books trtllm's blocks from 0.25.0
-   too, and from 0.19.0 for a tp group over nodes, where `auto` is MNNVL (0.19.0 L98-101) and the quant slot stays
-   empty (L181-186); a plan there says so (mnnvl_note).
+   L101-110). So through 0.24.x one workspace per rank, never two: nothing more is booked. From 0.25.0 `auto`
+   resolves to MNNVL on one node (0.25.0 L116), one block of 3 Lamport buffers sized by kvplan.engines.vllm.mnnvl,
+   while the quant slot still creates its own trtllm workspace (0.25.0 L206-214: both booked), and 0.26.0 makes the
+   quant slot follow the primary's backend (0.26.0 L211-215, 0.33.0 L279-282: the MNNVL block alone); for a tp group
+   over nodes `auto` is MNNVL from 0.19.0 (0.19.0 L98-101) and the quant slot stays empty (L181-186; 0.25.0 L200-205),
+   the MNNVL block alone, with the pass's tp 16 entry from 0.25.0 (FI_ALLREDUCE_FUSION_MAX_SIZE_MB 16: 64 MiB on
+   capability 10.0 and 10.3, allreduce_rms_fusion.py 0.25.0 L90-108; none before it: no workspace at tp 16).
 
 3. From 0.27.0 the residue is out of the budget. `determine_available_memory` closes the `memory_profiling` window
    after `profile_run` and only then calls `profile_cudagraph_memory` (gpu_worker.py 0.27.0 L500-517, 0.30.0
@@ -74,6 +74,7 @@ import dataclasses
 from kvplan.core.intmath import round_up
 from kvplan.engines.versions import parse_version
 from kvplan.engines.vllm import custom_ar
+from kvplan.engines.vllm.mnnvl import mnnvl_bytes
 from kvplan.model.weight_formats import PLAIN_BYTES
 from kvplan.planning.deploy import NODE_GPUS, node_size, nvlink_reaches
 
@@ -95,6 +96,7 @@ FI_AR_WORKSPACE = 3 * MULTICAST_GRANULARITY  # the usual total: each buffer unde
 _MAX_COMM_SIZE = 2147483647 & ~(2 * MIB - 1)  # trtllm_ar.py MAX_COMM_SIZE: the Lamport comm size's cap
 # FI_ALLREDUCE_FUSION_MAX_SIZE_MB (allreduce_rms_fusion.py, 0.17.0-0.19.0; 103 from 0.19.0), MiB by tp
 _FUSION_MAX_SIZE_MIB = {90: {2: 64, 4: 2, 8: 0.5}, 100: {2: 64, 4: 32, 8: 1}, 103: {2: 64, 4: 64, 8: 2}}
+_TP16_MIB, TP16_SINCE = {100: 64, 103: 64}, (0, 25, 0)  # the table's multi-node MNNVL entry (docstring, 2.)
 MNNVL_SINCE = (0, 25, 0)  # `auto` resolves to FlashInfer's MNNVL workspace on one node (docstring, 2.)
 MNNVL_SPANNING_SINCE = (0, 19, 0)  # `auto` is MNNVL for a tp group over nodes (0.19.0 L98-101)
 QUANT_SHARES_MNNVL_SINCE = (0, 26, 0)  # the quant slot shares the MNNVL workspace (0.26.0 L211-215)
@@ -158,17 +160,29 @@ def corpus_gpu(gpu):
 def fi_allreduce_workspace(version: tuple[int, ...], tp: int, hidden: int, dtype_bytes: int = 2,
                            max_tokens: int = 8192, pp: int = 1, dp: int = 1, eager: bool = False,
                            gpu=None, node: int = NODE_GPUS) -> int:
-    """Bytes per rank of FlashInfer's all-reduce fusion workspace (0 where vLLM does not create it). `node`: GPUs per
-    node (kvplan.planning.deploy.node_size); a tp group larger gets it only inside multi-node NVLink (across_nodes)."""
+    """Bytes per rank of FlashInfer's all-reduce fusion workspaces (0 where vLLM creates none): trtllm's, or MNNVL's
+    where `auto` resolves to it (with trtllm's for the quant slot in 0.25.x; docstring, 2.). `node`: GPUs per node
+    (kvplan.planning.deploy.node_size); a tp group larger gets one only inside multi-node NVLink (across_nodes)."""
     if not workspace_possible(version, tp, pp, dp, eager) or not across_nodes(gpu, tp, node):
         return 0
     cap = multicast_sm(gpu)
     if cap is None or (cap == 103 and version < (0, 19, 0)):  # 0.17/0.18 test capability 10.0 exactly
         return 0
-    max_mib = _FUSION_MAX_SIZE_MIB.get(cap, {}).get(tp)
-    if not max_mib:
+    max_mib = _FUSION_MAX_SIZE_MIB.get(cap, {}).get(tp) or (_TP16_MIB.get(cap) if tp == 16 else None)
+    if not max_mib or (tp == 16 and version < TP16_SINCE):
         return 0
     tokens = min(int(max_mib * MIB) // (hidden * dtype_bytes), max_tokens)
+    spans = tp > node
+    if version >= MNNVL_SINCE or (spans and version >= MNNVL_SPANNING_SINCE):
+        quant = not spans and version < QUANT_SHARES_MNNVL_SINCE
+        return (mnnvl_bytes(version, tp, tokens, hidden, dtype_bytes, MULTICAST_GRANULARITY)
+                + (trtllm_workspace(tp, tokens, hidden, dtype_bytes) if quant else 0))
+    return trtllm_workspace(tp, tokens, hidden, dtype_bytes)
+
+
+def trtllm_workspace(tp: int, tokens: int, hidden: int, dtype_bytes: int) -> int:
+    """FlashInfer's trtllm workspace for `tokens` of `hidden` elements over `tp` ranks: data, flags and Lamport
+    buffers, each a SymmDeviceMemory at the multicast granularity (docstring, 2.)."""
     data = tp * tokens * hidden * 2
     lamport = 3 * min(tp * tokens * hidden * (4 if dtype_bytes == 4 else 2), _MAX_COMM_SIZE)
     flags = tp * 256 * 4
@@ -182,21 +196,6 @@ def fi_workspace(model, dep, st, gpu=None) -> int:
     gpu = gpu or st.gpu
     return fi_allreduce_workspace(st.v, dep.tp, model.hidden_size, dtype_bytes(model), st.max_num_batched_tokens,
                                   dep.pp, dep.dp, st.eager, gpu, node_size(dep, gpu))
-
-
-def mnnvl_note(model, dep, st) -> str | None:
-    """The plan's line where vLLM builds FlashInfer's MNNVL workspace (0.25.0 on; 0.19.0 on for a tp group over
-    nodes), which kvplan books as trtllm's blocks: its layout was not sized (module docstring, 2.). None where none is
-    booked."""
-    spans = dep.tp > node_size(dep, st.gpu) and st.v >= MNNVL_SPANNING_SINCE
-    booked = fi_workspace(model, dep, st) if spans or st.v >= MNNVL_SINCE else 0
-    if not booked:
-        return None
-    quant = not spans and st.v < QUANT_SHARES_MNNVL_SINCE
-    extra = " and, for the quant fusions, trtllm's" if quant else " instead of trtllm's"
-    return (f"vLLM {st.version} builds FlashInfer's MNNVL all-reduce fusion workspace{extra} "
-            f"(flashinfer_all_reduce.py); kvplan books trtllm's alone ({booked // MIB:,} MiB per GPU): the MNNVL "
-            "block's size is not modelled")
 
 
 def non_torch(tp: int, pp: int, version: tuple[int, ...] | str, eager: bool = False, gpu=None,

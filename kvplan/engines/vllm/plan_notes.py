@@ -11,7 +11,6 @@ from kvplan.engines.vllm import (load_split, marlin_dense_pad, marlin_fp8, marli
                                  w4a8)
 from kvplan.engines.vllm.cudagraphs import capture_note, graph_notes
 from kvplan.engines.vllm.mxfp4 import unbundled_hopper, unbundled_note
-from kvplan.engines.vllm.non_torch import mnnvl_note
 from kvplan.engines.vllm.overhead import sampler_note
 from kvplan.engines.vllm.runner import runner_note
 from kvplan.engines.vllm.settings import Settings
@@ -27,8 +26,7 @@ def capacity_notes(model, dep, req, st: Settings) -> tuple:
     first = (old_flag, marlin,
              v0_mla.uncertainty_note(model, st.v),  # V0's MLA budget: the one log holds more than the source
              v0_mla.speed_note(model, st.v),  # V0's MLA step: slower than the calibrated step, cause not priced
-             rocm_allreduce.note(st.gpu, dep.tp, st.version),  # RCCL's ring for every all-reduce (ROCm, < 0.8.3)
-             mnnvl_note(model, dep, st),  # FlashInfer's MNNVL fusion workspace (0.25.0 on), booked as trtllm's
+             rocm_allreduce.note(st.gpu, dep.tp, st.version),  # RCCL's ring alone (ROCm: < 0.8.3, or not gfx94x/95x)
              runner_note(model, st.v, st.gpu, st.weight_dtype, st.v1_fallback))  # V1 or V2 assumed, and why (0.22+)
     graphs = (*capture_note(model, st), *graph_notes(model, dep, st))  # the capture list; the fit, or V2's 0
     last = (sampler_note(st.v, st.flashinfer_sampler, st.v1),

@@ -1,19 +1,22 @@
-"""vLLM's tensor-parallel all-reduce on an AMD GPU by release: the plan's note where the custom kernel is off.
+"""vLLM's tensor-parallel all-reduce on an AMD GPU by release and gfx target: the plan's note where the kernel is off.
 
 Why: vLLM through 0.8.2 turns its custom all-reduce off on ROCm (ParallelConfig._verify_args, "Disabled the custom
 all-reduce kernel because it is not supported on AMD GPUs": PyPI wheels 0.6.3 vllm/config.py L914-918, 0.8.2
 L1550-1554), so every tensor-parallel all-reduce is RCCL's, a ring of 2(n - 1) hops a call where the custom kernel
-reads every peer at once; vllm-project/vllm#14125 enabled it for MI300-class GPUs in 0.8.3 (config.py L1632-1635,
-platforms/rocm.py `use_custom_allreduce`, gfx94*). The speed terms price the release's choice
-(kvplan.speed.model.runs_custom_allreduce_on_amd, which also knows the AMD fork builds read that keep the kernel on);
-the note says which the plan assumed.
+reads every peer at once; vllm-project/vllm#14125 enabled it in 0.8.3 on gfx94x GPUs alone (config.py L1632-1636,
+platforms/rocm.py L307-311 `use_custom_allreduce`), gfx95x joining in 0.9.0 (L374-375), so an MI250X (gfx90a), an
+MI100 or an RDNA card stays on RCCL at every release. The speed terms price the release's choice on the profile's
+gfx target (kvplan.speed.amd_allreduce, which also knows the AMD fork builds read that keep the kernel on); the
+note says which the plan assumed.
 """
 
 from __future__ import annotations
 
+from kvplan.core.releases import release_of
 from kvplan.engines.versions import dotted
 from kvplan.hardware.facts import vendor_of
-from kvplan.speed.model import CUSTOM_ALLREDUCE_AMD_SINCE, runs_custom_allreduce_on_amd
+from kvplan.speed.amd_allreduce import CUSTOM_ALLREDUCE_AMD_SINCE, amd_targets, runs_custom_allreduce_on_amd
+from kvplan.speed.eras import padded
 
 ENGINE = "vllm"
 
@@ -21,9 +24,16 @@ ENGINE = "vllm"
 def note(gpu, tp: int, version: str | None) -> str | None:
     """The plan's line where vLLM `version` on an AMD `gpu` runs its `tp` ranks' all-reduces on RCCL alone (None
     elsewhere, and at one GPU: no all-reduce)."""
-    if tp <= 1 or vendor_of(gpu) != "AMD" or runs_custom_allreduce_on_amd(ENGINE, version):
+    if tp <= 1 or vendor_of(gpu) != "AMD" or runs_custom_allreduce_on_amd(ENGINE, version, gpu):
         return None
-    return (f"vLLM {version} on an AMD GPU: its custom all-reduce is off on ROCm before "
-            f"{dotted(CUSTOM_ALLREDUCE_AMD_SINCE[ENGINE])} (config.py, 'not "
-            f"supported on AMD GPUs'), so the speed figures price every tensor-parallel all-reduce on RCCL's ring; "
-            f"AMD's own vLLM builds (rocm/vllm images) keep the custom kernel on and run faster than this")
+    since = CUSTOM_ALLREDUCE_AMD_SINCE[ENGINE]
+    rel = release_of(version)
+    tail = "so the speed figures price every tensor-parallel all-reduce on RCCL's ring"
+    if rel and padded(rel) < since:
+        return (f"vLLM {version} on an AMD GPU: its custom all-reduce is off on ROCm before {dotted(since)} "
+                f"(config.py, 'not supported on AMD GPUs'), {tail}; AMD's own vLLM builds (rocm/vllm images) keep the "
+                "custom kernel on and run faster than this")
+    targets = " and ".join(f"gfx{major}{minor}x" for major, minor in amd_targets(ENGINE, version))
+    target = getattr(gpu, "compute_capability", None) or "a GPU whose profile gives no gfx target (taken as gfx90a)"
+    return (f"vLLM {version} on an AMD GPU: its custom all-reduce runs on {targets} alone (platforms/rocm.py "
+            f"use_custom_allreduce), not on {target}, {tail}")

@@ -1,0 +1,96 @@
+"""An engine's custom all-reduce on an AMD GPU: whether it runs, by release and the GPU's gfx target
+(`runs_custom_allreduce_on_amd`), and up to what message size (`amd_custom_bytes`).
+
+vLLM through 0.8.2 turns it off on ROCm whatever the GPU ("Disabled the custom all-reduce kernel because it is not
+supported on AMD GPUs": ParallelConfig._verify_args, PyPI wheels 0.6.3 vllm/config.py L914-918, 0.8.2 L1550-1554).
+vllm-project/vllm#14125 enabled it and #16010 keyed it on the architecture: from 0.8.3 `_verify_args` sets
+`disable_custom_all_reduce` wherever `current_platform.use_custom_allreduce()` is False (0.8.3 config.py L1632-1636;
+0.11.0 config/parallel.py L515, 0.24.0 L985, 0.33.0 L1167), and ROCm answers by a substring of the device's
+gcnArchName: `supported_archs = ['gfx94']` in 0.8.3 and 0.8.5 (platforms/rocm.py L307-311, L340-341: MI300X,
+MI300A, MI325X), `['gfx94', 'gfx95']` from 0.9.0 (L374-375; 0.9.2 L405, 0.11.0 L412: MI355X too), the same pair
+in every release read since (`_GCN_ARCH`: 0.17.0 L744, 0.24.0 L889, 0.26.0 L902, 0.33.0 L1273). So an MI250X
+(gfx90a), an MI100 (gfx908) or an RDNA card (gfx1100) runs every tensor-parallel all-reduce on RCCL at every
+release, and with `disable_custom_all_reduce` set the CUDA communicator builds none of the kernels that follow it
+either (0.33.0 cuda_communicator.py L59-88: quick reduce and AITER's custom all-reduce are gated on it). The gfx
+target is the profile's `compute_capability` as torch reports it, gfx94x as (9, 4), gfx95x as (9, 5)
+(kvplan.hardware.facts.capability_of: a profile without one is taken as gfx90a, which the plan says).
+
+AMD's own fork (rocm/vllm images) enabled the kernel earlier (ROCm/vllm#27, 2024-05-30): a version whose local git
+hash is one of its builds read (AMD_FORK_BUILDS) keeps it (ROCm/vllm@21f6ca217b8af3b1864ce9734bfdd8f0bed926d6,
+branch deepseek_v3_dev, 2025-02-17, the rocm/vllm-dev vllm-ds3-staging-0217 image's "0.7.3.dev138+g21f6ca217":
+vllm/config.py L1388-1404 turns it off only on MI250 at tp > 1 and Navi at tp <= 2; that GPU test is not read
+here, so such a build keeps it on every AMD GPU); any other version is read as the upstream release it names.
+
+SGLang's own CustomAllreduce sets `_MAX_CAR_SIZE = 2 * 8192 * 1024` on ROCm ("crossover is at 16MB buffer size for
+ROCm": sglang 0.5.5 wheel `srt/distributed/device_communicators/custom_all_reduce.py` L59, still there in 0.5.19 L45),
+and through 0.5.5 the tp group builds that class (0.5.5 `srt/distributed/parallel_state.py` L374). From 0.5.6 the
+group builds the class `dispatch_custom_allreduce` returns (0.5.6 parallel_state.py L374; 0.5.19 L475), which on ROCm
+is aiter's CustomAllreduce unless SGLANG_USE_AITER_AR is turned off (default "true") or a 1-stage / deterministic
+all-reduce is asked for (SGLANG_USE_1STAGE_ALLREDUCE, SGLANG_ENABLE_DETERMINISTIC_INFERENCE, both off by default:
+0.5.6 custom_all_reduce.py L423-437; 0.5.19 L344-411, `environ.py` L1186, L1191), and aiter's class takes a message
+of at most 64 MiB on a fully connected group or two ranks (ROCm/aiter@c16d44b93a528b2a4bfd6d8d3409116d465872a9, the
+commit SGLang's ROCm Dockerfile pins as AITER_COMMIT_DEFAULT for its 0.5.17-era images:
+aiter/dist/device_communicators/custom_all_reduce.py L118 `_DEFAULT_CAR_MAX_SIZE = 8192 * 8192`, L1145-1148
+`inp_size <= self._car_max_size`, `fully_connected = True` L858; world sizes 2, 4, 6, 8 L716. Earlier aiter kept the
+same 64 MiB: `max_size=8192 * 1024 * 8 * 2` with `inp_size <= self.max_size / 2` at @46bb1155 (2026-02), and
+`max_size=8192 * 1024 * 8` with `inp_size < self.max_size` when the class was added, @6b3f33f9 (2025-01): one size
+apart, not modelled). The fused all-reduce + RMSNorm of --enable-aiter-allreduce-fusion keeps the same bound (0.5.19
+`srt/layers/communicator.py` `apply_aiter_all_reduce_fusion` L208-220: `total_bytes <= 8 * 1024 * 8192`). Quick
+all-reduce, which GroupCoordinator tries after it, is off unless ROCM_QUICK_REDUCE_QUANTIZATION names a level
+(default "NONE": 0.5.19 `quick_all_reduce.py` L176-192), so past the limit the call is RCCL's (pynccl).
+"""
+
+from __future__ import annotations
+
+from kvplan.core.releases import release_of
+from kvplan.hardware.facts import capability_of
+from kvplan.speed.eras import padded
+
+# {engine: ((the first release, the gfx targets it runs the kernel on as torch's (major, minor)), ...)}, oldest first
+CUSTOM_ALLREDUCE_AMD_TARGETS = {"vllm": (((0, 8, 3), ((9, 4),)), ((0, 9, 0), ((9, 4), (9, 5))))}
+CUSTOM_ALLREDUCE_AMD_SINCE = {k: rules[0][0] for k, rules in CUSTOM_ALLREDUCE_AMD_TARGETS.items()}
+AMD_FORK_BUILDS = {"vllm": ("21f6ca217",)}
+
+
+def amd_targets(key: str, version: str | None) -> tuple | None:
+    """The gfx targets ((major, minor)) on which release `version` of the engine whose rules are `key` runs its custom
+    all-reduce on ROCm; () before its first such release; None where no rule keys it (every AMD GPU: SGLang's)."""
+    rules = CUSTOM_ALLREDUCE_AMD_TARGETS.get(key)
+    if not rules:
+        return None
+    rel = release_of(version)
+    if not rel:
+        return rules[-1][1]
+    return next((archs for since, archs in reversed(rules) if padded(rel) >= since), ())
+
+
+def fork_build(key: str, version: str | None) -> bool:
+    """Whether `version` names one of AMD's fork builds read (AMD_FORK_BUILDS), which keep the kernel on."""
+    build = str(version).rpartition("+g")[2].split(".")[0] if "+g" in str(version) else ""
+    return bool(build) and any(build.startswith(b) for b in AMD_FORK_BUILDS.get(key, ()))
+
+
+def runs_custom_allreduce_on_amd(key: str, version: str | None, gpu) -> bool:
+    """Whether release `version` (None: the current one) of the engine whose rules are `key` runs its custom
+    all-reduce on the AMD GPU of profile `gpu` (module docstring)."""
+    archs = amd_targets(key, version)
+    if archs is None or fork_build(key, version):
+        return True
+    cap = capability_of(gpu)
+    return cap is not None and tuple(cap) in archs
+
+
+# {engine: ((first release, bytes from which RCCL takes the call), ...) newest first}; a release before them all keeps
+# the CUDA table's limit (kvplan.speed.model.CUSTOM_ALLREDUCE) or, where given, OWN_CLASS's
+CUSTOM_ALLREDUCE_AMD = {"sglang": (((0, 5, 6), 8192 * 8192 + 1),)}  # aiter's: at most 64 MiB
+OWN_CLASS = {"sglang": 2 * 8192 * 1024}  # SGLang's own CustomAllreduce on ROCm: below 16 MiB
+
+
+def amd_custom_bytes(key: str, version: str | None, cuda_limit: int) -> int:
+    """The message size from which engine `key` (kvplan.speed.model.rules_key) at release `version` (None: the current
+    one) hands a tensor-parallel all-reduce on an AMD GPU to RCCL, where its custom kernel runs there at all."""
+    rel = release_of(version)
+    for first, nbytes in CUSTOM_ALLREDUCE_AMD.get(key, ()):
+        if rel is None or padded(rel) >= first:
+            return nbytes
+    return OWN_CLASS.get(key, cuda_limit)

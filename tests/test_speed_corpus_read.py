@@ -142,6 +142,26 @@ def test_mlperf_v40_candidate_reads_as_the_config_built_it():
     assert not any(c.source == "mlperf-inference-v4.0" for c in speed_cases()[0])
 
 
+def test_token_position_candidate_reads_as_its_scripts_ran_it():
+    # InferenceX's experimental MiniMax-M2.5 sweep, a candidate (tests/fixtures/speed/candidates/, not read by the fit:
+    # docs/speed-history.md, Tried and not adopted). SemiAnalysisAI/InferenceX@843c6254:experimental/
+    # token_position_decode_slo/minimax-m2.5: serve_minimax_tep8_sbatch.sh runs --tensor-parallel-size 8
+    # --enable-expert-parallel on --gres=gpu:8; bmk_minimax_sbatch.sh sends 10 x C prompts at --max-concurrency C,
+    # 128 tokens out; results/minimax_m25_vllm_tep8_isl1024_osl128_conc4.json: num_prompts 40, total_input_tokens
+    # 40960 (= 1,024 x 40), median_ttft 0.47718007676303387 s, median_tpot 0.013622666738458036 s, median_e2el
+    # 2.4119777074083686 s, output_throughput 211.68749692451834 (no means saved: TTFT and E2E read as medians).
+    cases, _ = read_corpus(CORPUS / "candidates")
+    got = {c.id: c for c in cases if c.source == "inferencex-token-position-minimax-m2.5-h200"}
+    assert len(got) == 65 and in_training("inferencex-token-position-minimax-m2.5-h200")
+    c = got["tep8-isl1024-c4"]
+    assert (c.engine, c.gpu, c.model, c.gpus, c.tp, c.ep, c.dp) == ("vllm", "h200-sxm", "minimax-m2.5", 8, 8, 8, 1)
+    assert (c.load.isl, c.load.osl, c.load.concurrency, c.load.num_prompts) == (1024, 128, 4, 40)
+    assert c.load.fixed and c.load.medians == {"ttft", "e2el"} and c.load.endpoint == "completions"
+    assert c.targets["ttft"] == pytest.approx(0.47718, abs=1e-6)
+    assert c.targets["tpot"] == pytest.approx(0.013623, abs=1e-6)
+    assert c.targets["output_throughput"] == pytest.approx(211.687, abs=1e-3)
+
+
 def test_gpustack_sglang_gpt_oss_a100_reads_as_the_page_printed_it():
     # GPUStack Performance Lab, gpt-oss-20b on one A100 SXM 80GB, SGLang 0.5.4.post2 at its defaults, vllm bench serve,
     # ShareGPT, 1,000 prompts at once (gpustack/gpustack@7ae332aaf05783e657560ef927c527b156e2536d:

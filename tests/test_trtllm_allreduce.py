@@ -105,3 +105,37 @@ def test_the_size_by_release_and_11s_unread_size_said():
     said = [str(w) for w in api.plan("llama-3.1-70b", "h100-sxm", tp=8, engine="trtllm", engine_version="1.2.0",
                                      context=8192).warnings]
     assert not any("all-reduce workspace" in w for w in said)
+
+
+def _tp1_bytes(name, version, gpu="h200", pp=1):
+    """The workspace a rank of `name` books at tp 1 (no attention DP) with `pp` stages."""
+    engine = resolve_engine("trtllm", version, [])
+    return engine.settings(find_in_catalog(name), find_gpu(gpu), Deployment(tp=1, pp=pp),
+                           Request(context=8192)).allreduce_bytes
+
+
+def test_moe_allreduce_opens_a_workspace_of_one_rank_at_tp_1():
+    # MoEAllReduce.__init__ calls get_allreduce_workspace(mapping) with no tp test (ops.py, every code-index form),
+    # and Qwen3MoEDecoderLayer builds it with none before TensorRT-LLM#9542: at tp 1 a group of one, size x 1, 256 and
+    # 3 x size B, each in 2 MiB pages. 1.0.0 (size 16,000,000 at tp <= 2): 16,000,000 -> 8 pages (16,777,216) +
+    # 2,097,152 + 48,000,000 -> 23 pages (48,234,496) = 67,108,864 B (64 MiB)
+    assert _tp1_bytes("qwen3-30b-a3b", "1.0.0") == 16_777_216 + 2_097_152 + 48_234_496 == 67_108_864
+    # 1.2.0 (67,108,864 B): 64 MiB + 2 MiB + 192 MiB = 258 MiB; the later guarded form is not dated, so booked
+    assert _tp1_bytes("qwen3-30b-a3b", "1.2.0") == 258 * MIB == 270_532_608
+    # AllReduce alone asks only `if self.mapping.tp_size > 1`: a dense model and gpt-oss (no MoEAllReduce) open none
+    assert _tp1_bytes("llama-3.1-8b", "1.2.0") == 0
+    assert _tp1_bytes("gpt-oss-120b", "1.0.0") == 0
+    # DeepSeek-V3 from #9542 guards it (`if not self.enable_attention_dp and self.mapping.tp_size > 1`): none at tp 1
+    # over 8 stages; before it every stage's rank opens the 64 MiB of 1.0.0's tp-1 size
+    assert _tp1_bytes("deepseek-v3", "1.2.0", pp=8) == 0
+    assert _tp1_bytes("deepseek-v3", "1.0.0", pp=8) == 67_108_864
+
+
+def test_the_tp_1_workspace_is_said():
+    from kvplan import api
+    said = [str(w) for w in api.plan("qwen3-30b-a3b", "h200", engine="trtllm", engine_version="1.2.0",
+                                     context=8192).warnings]
+    assert any("build MoEAllReduce with no tp test" in w and "258 MiB a rank booked" in w for w in said)
+    said = [str(w) for w in api.plan("llama-3.1-8b", "h200", engine="trtllm", engine_version="1.2.0",
+                                     context=8192).warnings]
+    assert not any("MoEAllReduce" in w for w in said)

@@ -53,6 +53,22 @@ By hand at tp 8 on one node, 1.2.0 (and 1.1.x as booked): data 8 x 64 MiB = 512 
 Lamport 3 x 512 = 1,536 MiB:
 2,050 MiB; 0.20.0: 8 x 8,000,000 = 64,000,000 -> 31 pages (65,011,712), 2 MiB, 192,000,000 -> 92 pages
 (192,937,984): 260,046,848 B (248 MiB). Tp 1 x dp 8 on one node: the same before #9542; 0 for DeepSeek-V3 from it.
+
+At tp 1 (issue 22, round 46). `AllReduce.__init__` asks for the workspace only `if self.mapping.tp_size > 1` (every
+code-index form of `_torch/distributed/ops.py` read, 0071496d among them), but `MoEAllReduce.__init__` calls
+`get_allreduce_workspace(self.mapping)` with no test (the forms read), and the decoder layers of DeepSeek-V3 / V3.2
+(`DeepseekV3DecoderLayer`), Qwen3-MoE (`Qwen3MoEDecoderLayer`), Llama 4 (`Llama4DecoderLayer`, modeling_llama.py, under
+Llama4ForCausalLM and Llama4ForConditionalGeneration) and GLM-4-MoE (modeling_glm.py @0406f8aa, its own copy of
+DeepseekV3DecoderLayer; other forms that register Glm4MoeForCausalLM not read) build `self.moe_allreduce =
+MoEAllReduce(self.mapping)` with no tp test in the code-index forms before TensorRT-LLM#9542. At tp 1 that opens one
+workspace over a group of one: `can_access_peer` skips its own device and returns True, `IpcMemory` opens (tp_size 1 <=
+gpus_per_node), so a rank cudaMallocs size, 256 and 3 x size B, in 2 MiB pages: 16,000,000 -> 16,777,216 + 2,097,152 +
+48,000,000 -> 48,234,496 = 64 MiB before #9145 (tp <= 2's size), 64 + 2 + 192 = 258 MiB with it. From #9542
+DeepSeek-V3's layer builds it only `if not self.enable_attention_dp and self.mapping.tp_size > 1` (none at tp 1, kvplan
+books 0); a later code-index form of modeling_qwen3_moe.py (03441af1) guards Qwen3-MoE's the same way, not dated to a
+release, and the other classes' later forms were not read: kvplan books them the workspace at tp 1 in every release (the
+safe side) and says so (`note`). gpt-oss (`modeling_gpt_oss.py`, 050b6cb9: no MoEAllReduce) and the dense models build
+none at tp 1.
 """
 
 from __future__ import annotations
@@ -70,6 +86,9 @@ FIXED = 67_108_864  # max_workspace_size_auto's default from TensorRT-LLM#9145
 BEFORE_SMALL, BEFORE_LARGE = 16_000_000, 8_000_000  # before it: tp <= 2, and above
 SKIPPED_UNDER_DP_FROM = (1, 2, 0)  # TensorRT-LLM#9542: no AllReduce module under attention DP (module docstring)
 SKIPPED_UNDER_DP = DEEPSEEK_V3  # the model classes whose skip was read
+# Decoder layers that build MoEAllReduce(mapping) with no tp test before #9542 (module docstring, "At tp 1")
+MOE_ALLREDUCE_AT_TP1 = DEEPSEEK_V3 + ("Qwen3MoeForCausalLM", "Llama4ForCausalLM", "Llama4ForConditionalGeneration",
+                                     "Glm4MoeForCausalLM")
 
 
 def unread(v: tuple[int, ...] | None) -> bool:
@@ -118,26 +137,42 @@ def group_ranks(model, dep, version: str | None) -> int:
     return 1 if skips_under_dp(model, version) else dep.tp * dep.dp
 
 
+def opens_alone(model, dep, version: str | None) -> bool:
+    """Whether a rank of `model` at tp 1 without attention DP opens the workspace over a group of one: its decoder
+    layers build MoEAllReduce with no tp test (MOE_ALLREDUCE_AT_TP1), but DeepSeek-V3's from #9542 (skips_under_dp)."""
+    return dep.tp == 1 and dep.dp == 1 and model.architecture in MOE_ALLREDUCE_AT_TP1 \
+        and not skips_under_dp(model, version)
+
+
 def rank_bytes(model, dep, node: int, version: str | None) -> int:
     """Bytes per rank of the all-reduce workspace `model` at `dep` opens on nodes of `node` GPUs."""
+    if opens_alone(model, dep, version):
+        return _pages(workspace_size(1, version), 1)
     return workspace_bytes(group_ranks(model, dep, version), node, version)
 
 
 def note(model, dep, booked: int, version: str | None) -> str | None:
     """What a plan states where the workspace it books (`booked`, rank_bytes) was not read: 1.1.x's size (booked as
-    TensorRT-LLM#9145's), and under attention DP from #9542 on the whole group's for a model class other than
-    DeepSeek-V3's; else None."""
+    TensorRT-LLM#9145's), the workspace a MoEAllReduce opens at tp 1, and under attention DP from #9542 on the whole
+    group's for a model class other than DeepSeek-V3's; else None."""
     v = release_of(version)
     if not booked:
         return None
+    said = []
     if unread(v):
         group = group_ranks(model, dep, version)
         before = _pages(_before_size(group), group)
-        return (f"whether TensorRT-LLM {version} carries the 64 MiB all-reduce workspace (TensorRT-LLM#9145, first "
-                f"in 1.2.0) was not read: {booked / MIB:,.0f} MiB a rank booked, {before / MIB:,.0f} MiB with the "
-                "8 MB form before it (kvplan.engines.trtllm.allreduce)")
-    if dep.dp == 1 or skips_under_dp(model, version) or (v is not None and v < SKIPPED_UNDER_DP_FROM):
-        return None
-    return (f"TensorRT-LLM skips its all-reduce modules under attention DP from 1.2.0 (TensorRT-LLM#9542, read for "
-            f"DeepSeek-V3); for {model.architecture} it was not read, so the whole group's all-reduce workspace is "
-            f"booked ({dep.tp * dep.dp} ranks, {booked / MIB:,.0f} MiB a rank; kvplan.engines.trtllm.allreduce)")
+        said.append(f"whether TensorRT-LLM {version} carries the 64 MiB all-reduce workspace (TensorRT-LLM#9145, "
+                    f"first in 1.2.0) was not read: {booked / MIB:,.0f} MiB a rank booked, {before / MIB:,.0f} MiB "
+                    f"with the {_before_size(group) / 1e6:,.0f} MB form before it (kvplan.engines.trtllm.allreduce)")
+    if opens_alone(model, dep, version):
+        said.append(f"TensorRT-LLM's {model.architecture} decoder layers build MoEAllReduce with no tp test in the "
+                    f"forms read (before TensorRT-LLM#9542), which opens the all-reduce workspace at tp 1: "
+                    f"{booked / MIB:,.0f} MiB a rank booked in every release before the one read to guard it "
+                    "(DeepSeek-V3's 1.2.0; none read for the other classes; kvplan.engines.trtllm.allreduce)")
+    elif dep.dp > 1 and not skips_under_dp(model, version) and (v is None or v >= SKIPPED_UNDER_DP_FROM):
+        said.append(f"TensorRT-LLM skips its all-reduce modules under attention DP from 1.2.0 (TensorRT-LLM#9542, "
+                    f"read for DeepSeek-V3); for {model.architecture} it was not read, so the whole group's all-reduce "
+                    f"workspace is booked ({dep.tp * dep.dp} ranks, {booked / MIB:,.0f} MiB a rank; "
+                    "kvplan.engines.trtllm.allreduce)")
+    return "; ".join(said) or None

@@ -47,7 +47,7 @@ from kvplan.model.layers import ATTENTION_KINDS, Kind
 from kvplan.engines import kvbm
 from kvplan.engines.lora import trtllm_bytes as lora_bytes
 from kvplan.engines.trtllm.offload import cpu_pool as host_cache_pool
-from kvplan.engines.trtllm import allreduce
+from kvplan.engines.trtllm import allreduce, alltoall
 from kvplan.engines.trtllm import layout as adp
 from kvplan.engines.trtllm import mlp_split
 from kvplan.engines.trtllm import cache_dtype as trtllm_cache_dtype
@@ -204,7 +204,9 @@ class TrtLlm(Engine):
         uma = trtllm_uma.warnings(gpu, st.os_memory, st.page_cache, weight_bytes(model).total,
                                   st.free_gpu_memory_fraction)  # () on a discrete GPU without the options
         dp_ws = allreduce.note(model, dep, st.allreduce_bytes, st.version)  # settings' rank_bytes
+        a2a = alltoall.note(model, gpu, dep)  # the MNNVL all-to-all's workspace, not booked
         return (((PlanWarning.literal(said),) if said else ()) + ((PlanWarning.literal(dp_ws),) if dp_ws else ())
+                + ((PlanWarning.literal(a2a),) if a2a else ())
                 + tuple(w._replace(topic=UNIFIED) for w in uma))
 
     def result(self, model, gpu, dep, req):

@@ -1,0 +1,36 @@
+"""TensorRT-LLM's MoE all-to-all under attention DP (kvplan.engines.trtllm.alltoall): where the default selection picks
+the MNNVL method, whose workspace kvplan does not size, a plan says it is not booked.
+
+Source (the module docstring): `select_alltoall_method_type` returns NotEnabled unless attention DP, tp_size > 1 and
+`mapping.moe_ep_size > top_k`; then MNNVL where `MnnvlMemory.supports_mnnvl()` (every NVLink link up).
+"""
+
+from __future__ import annotations
+
+from kvplan import api
+from kvplan.engines.trtllm.alltoall import selects_alltoall
+from kvplan.hardware.gpus import find_gpu
+from kvplan.planning.deploy import Deployment
+from kvplan.sources.catalog import find_in_catalog
+
+
+def test_ep_above_top_k_on_nvlink_selects_it():
+    h200, oss, dsv3 = find_gpu("h200"), find_in_catalog("gpt-oss-120b"), find_in_catalog("deepseek-v3")
+    # gpt-oss-120b: top-k 4, ep 8 > 4 under attention DP on an HGX board (NVSwitch): MNNVL
+    assert selects_alltoall(oss, h200, Deployment(tp=1, dp=8, ep=8))
+    # DeepSeek-V3: top-k 8, ep 8 > 8 fails: NotEnabled
+    assert not selects_alltoall(dsv3, h200, Deployment(tp=1, dp=8, ep=8))
+    # without attention DP, or ep 1 (the experts split by width: moe_ep_size 1), none
+    assert not selects_alltoall(oss, h200, Deployment(tp=8, ep=8))
+    assert not selects_alltoall(oss, h200, Deployment(tp=1, dp=8))
+
+
+def _warnings(name):
+    """The warnings of `name` planned at tp 1 x dp 8, ep 8 on H200s with TensorRT-LLM 1.2.0."""
+    return [str(w) for w in api.plan(name, "h200", tp=1, dp=8, ep=8, engine="trtllm", engine_version="1.2.0",
+                                     context=8192).warnings]
+
+
+def test_the_plan_says_it_is_not_booked():
+    assert any("MoE all-to-all" in w and "not booked" in w for w in _warnings("gpt-oss-120b"))
+    assert not any("MoE all-to-all" in w for w in _warnings("deepseek-v3"))

@@ -1,0 +1,52 @@
+"""Round 46: the leftovers of round 45's hostile-input pass, and a new user's mistakes, end to end through the CLI.
+
+Each case failed before its fix: a config.json or safetensors index with a byte-order mark was "not valid JSON
+(Unexpected UTF-8 BOM (decode using utf-8-sig) ...)", Python's advice rather than what the engines do with it;
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import one_line_error
+from kvplan.cli.main import whole_app
+from kvplan.core.errors import KvplanError
+from kvplan.sources.local_weights import local_weights
+
+runner = CliRunner()
+TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
+        "num_key_value_heads": 4, "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 100,
+        "max_position_embeddings": 2048, "torch_dtype": "bfloat16"}
+
+
+# --- a byte-order mark on a model's own JSON: refused as the engines refuse it -----------------------------------
+
+def test_the_engines_reading_refuses_a_byte_order_mark():
+    # the independent source of the refusal below: transformers reads a config and a shard index as
+    # `json.loads(open(f, encoding="utf-8").read())` (5.25.0 configuration_utils.py L1140-1143, utils/hub.py
+    # L977-978; AutoConfig.from_pretrained on such a folder says "not a valid JSON file", checked by hand in round 46)
+    with pytest.raises(json.JSONDecodeError, match="Unexpected UTF-8 BOM"):
+        json.loads((codecs.BOM_UTF8 + json.dumps(TINY).encode()).decode("utf-8"))
+
+
+@pytest.mark.parametrize("bom, kind", [(codecs.BOM_UTF8, "UTF-8"), (codecs.BOM_UTF16_LE, "UTF-16")])
+def test_a_config_with_a_byte_order_mark_is_refused_naming_it(tmp_path, bom, kind):
+    body = json.dumps(TINY).encode("utf-16-le" if kind == "UTF-16" else "utf-8")
+    (tmp_path / "config.json").write_bytes(bom + body)
+    r = runner.invoke(whole_app(), ["fit", str(tmp_path), "--gpu", "h100", "--ctx", "1k"])
+    one_line_error(r, 2, f"config.json starts with a {kind} byte-order mark, which transformers (and so vLLM and "
+                   "SGLang) refuses as invalid JSON; save it as UTF-8 without one")
+
+
+def test_a_safetensors_index_with_a_byte_order_mark_is_refused_naming_it(tmp_path):
+    index = {"weight_map": {"lm_head.weight": "model-00001-of-00001.safetensors"}}
+    (tmp_path / "model.safetensors.index.json").write_bytes(codecs.BOM_UTF8 + json.dumps(index).encode())
+    with pytest.raises(KvplanError, match="index.json starts with a UTF-8 byte-order mark"):
+        local_weights(tmp_path)
+    (tmp_path / "model.safetensors.index.json").write_bytes(b"{" + codecs.BOM_UTF8 + b"}")  # not at the start: JSON's
+    with pytest.raises(KvplanError, match="not valid JSON"):
+        local_weights(tmp_path)

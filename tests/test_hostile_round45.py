@@ -149,7 +149,10 @@ def test_a_trace_through_a_pipe_reads_as_the_file():
         os.close(read)
 
 
-def test_a_fifo_no_writer_holds_is_an_empty_trace_not_a_wait(tmp_path):
+def test_a_fifo_no_writer_holds_is_refused_not_waited_on_for_ever(tmp_path, monkeypatch):
+    # round 46: a FIFO is waited on for its writer (tests/test_hostile_round46.py), up to traces.FIFO_WAIT_S (30 s;
+    # 0.3 here), then refused in one line: still no hang
+    monkeypatch.setattr(traces, "FIFO_WAIT_S", 0.3)
     fifo = tmp_path / "t.csv"
     os.mkfifo(fifo)
     got = []
@@ -161,7 +164,7 @@ def test_a_fifo_no_writer_holds_is_an_empty_trace_not_a_wait(tmp_path):
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
         reader.join(5)
     assert got, "simulate waited on the FIFO"
-    one_line_error(got[0], 2, "empty trace")
+    one_line_error(got[0], 2, "nothing came through the pipe in 0.3 s (no writer opened it); start its writer first")
 
 
 # --- several outputs: all written, or none ------------------------------------------------------------------------

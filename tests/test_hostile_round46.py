@@ -1,13 +1,19 @@
 """Round 46: the leftovers of round 45's hostile-input pass, and a new user's mistakes, end to end through the CLI.
 
 Each case failed before its fix: a config.json or safetensors index with a byte-order mark was "not valid JSON
-(Unexpected UTF-8 BOM (decode using utf-8-sig) ...)", Python's advice rather than what the engines do with it;
+(Unexpected UTF-8 BOM (decode using utf-8-sig) ...)", Python's advice rather than what the engines do with it; a
+named pipe whose writer started after simulate opened it (`mkfifo p; (sleep 1; cat t.jsonl > p) &`) was an empty
+trace;
 """
 
 from __future__ import annotations
 
 import codecs
 import json
+import os
+import threading
+import time
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -15,6 +21,8 @@ from typer.testing import CliRunner
 from conftest import one_line_error
 from kvplan.cli.main import whole_app
 from kvplan.core.errors import KvplanError
+from kvplan.simulator import traces
+from kvplan.simulator.traces import load_trace
 from kvplan.sources.local_weights import local_weights
 
 runner = CliRunner()
@@ -50,3 +58,39 @@ def test_a_safetensors_index_with_a_byte_order_mark_is_refused_naming_it(tmp_pat
     (tmp_path / "model.safetensors.index.json").write_bytes(b"{" + codecs.BOM_UTF8 + b"}")  # not at the start: JSON's
     with pytest.raises(KvplanError, match="not valid JSON"):
         local_weights(tmp_path)
+
+
+# --- a FIFO whose writer starts late: waited on, read whole ------------------------------------------------------
+
+TRACE = Path(__file__).parent / "fixtures" / "traces" / "bailian_schema_40.jsonl"
+
+
+def _write_later(fifo: Path, data: bytes | None, delay: float = 0.3) -> threading.Thread:
+    def write():
+        time.sleep(delay)  # the reader has opened the FIFO by now, with no writer on it
+        with open(fifo, "wb") as f:  # blocks until the reader is there: it is
+            if data:
+                f.write(data)
+    t = threading.Thread(target=write, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_fifo_whose_writer_starts_late_reads_as_the_file(tmp_path):
+    fifo = tmp_path / "t.jsonl"
+    os.mkfifo(fifo)
+    writer = _write_later(fifo, TRACE.read_bytes())
+    assert load_trace(str(fifo)) == load_trace(str(TRACE))  # before: "empty trace" (EOF read before the writer came)
+    writer.join(5)
+
+
+def test_a_fifo_its_writer_opens_and_closes_is_an_empty_trace(tmp_path, monkeypatch):
+    monkeypatch.setattr(traces, "FIFO_WAIT_S", 5.0)
+    fifo = tmp_path / "t.jsonl"
+    os.mkfifo(fifo)
+    writer = _write_later(fifo, None)
+    start = time.monotonic()
+    with pytest.raises(KvplanError, match="empty trace"):
+        load_trace(str(fifo))
+    assert time.monotonic() - start < 4  # the close ended the wait, not the 5 s
+    writer.join(5)

@@ -3,7 +3,7 @@
 Each case failed before its fix: a config.json or safetensors index with a byte-order mark was "not valid JSON
 (Unexpected UTF-8 BOM (decode using utf-8-sig) ...)", Python's advice rather than what the engines do with it; a
 named pipe whose writer started after simulate opened it (`mkfifo p; (sleep 1; cat t.jsonl > p) &`) was an empty
-trace;
+trace; a new user's `--tp 3` on Llama-3.1-8B was refused without the sizes that work.
 """
 
 from __future__ import annotations
@@ -94,3 +94,17 @@ def test_a_fifo_its_writer_opens_and_closes_is_an_empty_trace(tmp_path, monkeypa
         load_trace(str(fifo))
     assert time.monotonic() - start < 4  # the close ended the wait, not the 5 s
     writer.join(5)
+
+
+# --- a new user's mistakes -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("model, tp, sizes", [
+    # Llama-3.1-8B: 32 attention heads, 8 KV heads: every divisor of 32 splits the 8 KV heads or replicates them
+    ("llama-3.1-8b", 3, "(tp 1, 2, 4, 8, 16 or 32 does)"),
+    # Qwen3-32B: 64 attention heads, 8 KV heads: the divisors of 64
+    ("qwen3-32b", 6, "(tp 1, 2, 4, 8, 16, 32 or 64 does)"),
+])
+def test_a_tp_the_heads_do_not_divide_names_the_sizes_that_work(model, tp, sizes):
+    r = runner.invoke(whole_app(), ["fit", model, "--gpu", "h100", "--tp", str(tp), "--ctx", "8k"])
+    one_line_error(r, 2, f"tp={tp} does not divide the ")
+    assert sizes in r.stderr

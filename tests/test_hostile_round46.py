@@ -3,12 +3,14 @@
 Each case failed before its fix: a config.json or safetensors index with a byte-order mark was "not valid JSON
 (Unexpected UTF-8 BOM (decode using utf-8-sig) ...)", Python's advice rather than what the engines do with it; a
 named pipe whose writer started after simulate opened it (`mkfifo p; (sleep 1; cat t.jsonl > p) &`) was an empty
-trace; a new user's `--tp 3` on Llama-3.1-8B was refused without the sizes that work.
+trace; a new user's `--tp 3` on Llama-3.1-8B was refused without the sizes that work, and `-gpu h100` (one
+dash) was "unexpected extra argument (h100)" alone.
 """
 
 from __future__ import annotations
 
 import codecs
+import importlib
 import json
 import os
 import threading
@@ -108,3 +110,14 @@ def test_a_tp_the_heads_do_not_divide_names_the_sizes_that_work(model, tp, sizes
     r = runner.invoke(whole_app(), ["fit", model, "--gpu", "h100", "--tp", str(tp), "--ctx", "8k"])
     one_line_error(r, 2, f"tp={tp} does not divide the ")
     assert sizes in r.stderr
+
+
+def test_a_long_option_with_one_dash_is_named(monkeypatch, capsys):
+    # `-gpu h100`: Click reads -g with the value "pu", then h100 as an extra argument; the error says why
+    cli_main = importlib.import_module("kvplan.cli.main")  # (kvplan.cli's `main` is the entry function)
+    monkeypatch.setattr("sys.argv", ["kvplan", "fit", "llama-3.1-8b", "-gpu", "h100"])
+    with pytest.raises(SystemExit) as info:
+        cli_main.main()
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "long options take two dashes: --gpu; see: " in err, err

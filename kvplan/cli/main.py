@@ -165,7 +165,16 @@ def main() -> None:
             raise
         message = " ".join(exc.format_message().split())
         if message:  # (no arguments at all: the help was printed, nothing to add)
-            hint = f" (see: {exc.ctx.command_path} --help)" if getattr(exc, "ctx", None) is not None else ""
+            ctx = getattr(exc, "ctx", None)
+            hint = f" ({_two_dashes(ctx)}see: {ctx.command_path} --help)" if ctx is not None else ""
             stderr(f"Error: {message}{hint}")
         code = exc.exit_code
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _two_dashes(ctx) -> str:
+    """"long options take two dashes: --gpu; " where the command line has `-gpu` and the command a `--gpu` (Click read
+    it as -g with the value "pu", and the value after it as an extra argument)."""
+    opts = {o for p in getattr(ctx.command, "params", ()) for o in getattr(p, "opts", ())}
+    typed = next((a for a in sys.argv[1:] if a[:1] == "-" and a[1:2].isalpha() and "-" + a in opts), None)
+    return f"long options take two dashes: -{typed}; " if typed else ""

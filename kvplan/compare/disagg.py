@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from kvplan.core.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, KvplanError, arg
+from kvplan.core.units import human_bytes, plural
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.layout import layout_from_flags
 
@@ -80,9 +81,9 @@ def plan_pool(role: str, engine, spec, hw, dep, req, max_model_len: int, tokens:
                           "requests)", EXIT_USAGE, param=param, value=max_model_len)
     if plan.max_context < max_model_len:
         raise KvplanError(
-            f"{role} pool ({dep.tp * dep.pp} GPUs, tp {dep.tp} pp {dep.pp}) would not start: "
-            f"{arg(param)} {max_model_len:,} needs {plan.kv_bytes_per_sequence_per_gpu:,} B of KV per GPU, "
-            f"its KV memory is {plan.kv_memory_bytes_per_gpu:,} B (longest that fits: {plan.max_context:,} "
+            f"{role} pool ({plural(dep.tp * dep.pp, 'GPU')}, tp {dep.tp} pp {dep.pp}) would not start: "
+            f"{arg(param)} {max_model_len:,} needs {human_bytes(plan.kv_bytes_per_sequence_per_gpu)} of KV per GPU, "
+            f"its KV memory is {human_bytes(plan.kv_memory_bytes_per_gpu)} (longest that fits: {plan.max_context:,} "
             f"tokens); lower {arg(param)} or give the pool more GPUs",
             EXIT_DOES_NOT_FIT, param=param, value=max_model_len)
     return Pool(role, result, max_model_len, tokens, holds_at(plan, tokens, result.capacity.max_running), needs)

@@ -12,21 +12,25 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
+from kvplan.engines.logscan import finditer
 from kvplan.engines.versions import parse_version
 
 SLACK = timedelta(hours=12)  # local clock -> the latest UTC it can be
 MAX_STAMPS = 10_000  # timestamps read at most (the log is read once, linearly)
 # A date with a time after it, as loggers print one: "2025-11-07 17:18:00" (ISO, Python's default asctime, a
 # container runtime's prefix) or "11/07/2025-17:18:00" (TensorRT-LLM's Python logger, `[%m/%d/%Y-%H:%M:%S]`).
-_ISO = re.compile(r"(?<!\d)(20\d\d)-(\d\d)-(\d\d)[ T](\d\d):(\d\d)")
-_US = re.compile(r"(?<![\d/])(\d\d)/(\d\d)/(20\d\d)-(\d\d):(\d\d)")
+# Each starts with a literal ("20", the "/" before the year), so `re` skips to it rather than stepping through every
+# character of a long log; what comes before is tested behind it: `(?<!\d20)` is "no digit before the year", the
+# US form's lookbehind its month, day and "no digit or / before them".
+_ISO = re.compile(r"(20(?<!\d20)\d\d)-(\d\d)-(\d\d)[ T](\d\d):(\d\d)")
+_US = re.compile(r"/(?<=(?<![\d/])(\d\d)/(\d\d)/)(20\d\d)-(\d\d):(\d\d)")
 
 
 def written(text: str) -> datetime | None:
     """The earliest dated timestamp in the log (local time, as printed), or None where it prints no year."""
     stamps = []
     for pattern, order in ((_ISO, (0, 1, 2)), (_US, (2, 0, 1))):
-        for i, m in enumerate(pattern.finditer(text)):
+        for i, m in enumerate(finditer(pattern, text)):
             if i >= MAX_STAMPS:
                 break
             g = m.groups()

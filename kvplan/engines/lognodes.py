@@ -26,6 +26,7 @@ import re
 
 from kvplan.core.intmath import cdiv
 from kvplan.core.units import plural
+from kvplan.engines.logscan import search, findall
 from kvplan.planning.deploy import node_of, node_size
 
 SPANS = "process group spans across nodes"  # vLLM's and SGLang's custom all-reduce, off for a group over hosts
@@ -38,9 +39,9 @@ def read_nodes(text: str, rec) -> None:
     """The node count (rec.nodes) or node size (rec.node_gpus) the log states, where in it (rec.read["nodes"]), and
     whether it says a group spans nodes (rec.spans)."""
     rec.spans = SPANS in text
-    m = _COUNT.search(text)
-    hosts = set(_RAY_HOST.findall(text))
-    size = _GPUS_PER_NODE.search(text) if rec.engine == "trtllm" else None
+    m = search(_COUNT, text)
+    hosts = set(findall(_RAY_HOST, text))
+    size = search(_GPUS_PER_NODE, text) if rec.engine == "trtllm" else None
     if m and int(m.group(1)) > 0:
         rec.nodes, rec.read["nodes"] = int(m.group(1)), m.group(0).strip()
     elif hosts:

@@ -14,6 +14,7 @@ from kvplan.engines.logdates import written
 from kvplan.engines.lognodes import read_nodes
 from kvplan.engines.logparse_graphs import vllm_graph_settings
 from kvplan.engines.logparse_sglang import sglang_log
+from kvplan.engines.logscan import search, findall
 from kvplan.engines.vllm.releases import FLOORS
 from kvplan.engines.logrecord import (  # noqa: F401 (re-exported: callers import the record's names from here too)
     C, I, MAX_FIGURE, MAX_LAYERS, N, LogRecord, Num, _check_figures, _int, _line_end, _num, deployment_said,
@@ -23,21 +24,19 @@ from kvplan.engines.logrecord import (  # noqa: F401 (re-exported: callers impor
 def detect_engine(text: str) -> str | None:
     if "[TensorRT-LLM]" in text:
         return "trtllm"
-    if re.search(r"KV Cache is allocated|Load weight end|sglang|hierarchical KV|hierarchical cache", text):
+    if search(r"KV Cache is allocated|Load weight end|sglang|hierarchical KV|hierarchical cache", text):
         return "sglang"
-    if re.search(r"llama_kv_cache|llama_new_context|llama_context:|llama_model_load|kv self size|KV self size|"
+    if search(r"llama_kv_cache|llama_new_context|llama_context:|llama_model_load|kv self size|KV self size|"
                  r"llama_init_from|print_info:", text):
         return "llama.cpp"
-    if re.search(r"vLLM|vllm|GPU KV cache size|GPU blocks|Available KV cache memory|Model loading took|"
+    if search(r"vLLM|vllm|GPU KV cache size|GPU blocks|Available KV cache memory|Model loading took|"
                  r"Loading model weights took|Maximum concurrency for|stored in KV cache \(|"
                  r"kv cache memory in use is|available KV cache memory \(", text):
         return "vllm"
     return None
 
 
-def _first(pattern: str, text: str, flags=0):
-    m = re.search(pattern, text, flags)
-    return m
+_first = search  # the first match of a pattern in the log (kvplan.engines.logscan)
 
 
 def fixture_meta(text: str) -> dict[str, str]:
@@ -95,7 +94,7 @@ def _vllm_kernels(text: str, s: dict) -> None:
         s["quantization"] = stated
     if "top-p & top-k sampling" in text:  # topk_topp_sampler.py: which sampler the profile's dummy run took
         s["flashinfer_sampler"] = "Using FlashInfer for top-p & top-k sampling" in text
-    elif re.search(r"FlashInfer top-p/top-k sampling (?:unavailable|disabled)", text):  # 0.29.0 L46-49, L69-72
+    elif search(r"FlashInfer top-p/top-k sampling (?:unavailable|disabled)", text):  # 0.29.0 L46-49, L69-72
         s["flashinfer_sampler"] = False
     # quantization/mxfp4.py: the MXFP4 MoE kernel it chose (marlin_utils_fp4.py's warning: Marlin; 0.10.1
     # logs no choice)
@@ -121,7 +120,7 @@ def _asked_quantization(text: str) -> str | None:
     m = _first(r"(?:^|\s)--quantization(?:=|[ \t]+)([\w-]{1,40})", text)
     if m:
         return m.group(1)
-    m = _first(r"^(?=[^\n]*(?:--model|vllm serve))[^\n]*\s-q(?:=|[ \t]+)([\w-]{1,40})", text, re.M)
+    m = _first(r"^(?=[^\n]*(?:--model|vllm serve))[^\n]*[^\S\n]-q(?:=|[ \t]+)([\w-]{1,40})", text, re.M)
     return m.group(1) if m else None
 
 
@@ -168,7 +167,7 @@ def _vllm(text: str, rec: LogRecord) -> None:
         if m:
             r[key] = _num(next(g for g in m.groups() if g is not None))
     at = text.find("Graph capturing finished in ")
-    m = re.search("took " + N + " GiB", text[at:_line_end(text, at)]) if at >= 0 else None
+    m = search("took " + N + " GiB", text[at:_line_end(text, at)]) if at >= 0 else None
     if m:
         r["cudagraph_gib"] = _num(m.group(1))
     m = _first(r"Maximum concurrency for " + C + r" tokens per request: " + N + "x", text)
@@ -185,9 +184,9 @@ def _vllm(text: str, rec: LogRecord) -> None:
         s["speculative"] = f"draft:{draft}:{n}" if method == "draft_model" else f"{method}:{n}"
     _vllm_budget_terms(text, rec)
     rec.floor = next(((v, why) for line, v, why in FLOORS if line in text), None)
-    if re.search(r"Memory profiling results|# CPU blocks", text):
+    if search(r"Memory profiling results|# CPU blocks", text):
         rec.era = "v0"
-    elif re.search(r"# GPU blocks: |Loading model weights took", text):
+    elif search(r"# GPU blocks: |Loading model weights took", text):
         rec.era = "v1-early"  # V1 before "GPU KV cache size" (v0.7.x)
     else:
         rec.era = "v1"
@@ -207,7 +206,7 @@ def _llamacpp(text: str, rec: LogRecord) -> None:
     if m:
         s["type_k"], s["type_v"] = m.group(1), m.group(2)
     rec.layers = [(int(k), int(v)) for _, k, v in
-                  re.findall(r"layer[ \t]+" + I + ": n_embd_k_gqa = " + I + ", n_embd_v_gqa = " + I, text)]
+                  findall(r"layer[ \t]+" + I + ": n_embd_k_gqa = " + I + ", n_embd_v_gqa = " + I, text)]
     m = _first(r"kv self size[ \t]*=[ \t]*" + N + " MB", text)
     if m:
         r["kv_self_mib"] = _num(m.group(1))
@@ -229,7 +228,7 @@ def _llamacpp(text: str, rec: LogRecord) -> None:
         s.setdefault("type_k", m.group(6))
         s.setdefault("type_v", m.group(8))
         rec.era = "2025"
-    bufs = re.findall(r"(?<!\w)(\w{1,64}) KV buffer size =[ \t]*" + N + " MiB", text)
+    bufs = findall(r"(?<!\w)(\w{1,64}) KV buffer size =[ \t]*" + N + " MiB", text)
     for dev, mib in bufs:
         r[f"kv_buffer_{dev}_mib"] = _num(mib)
 
@@ -279,7 +278,7 @@ _BUDGET_TERMS = (
 def _vllm_budget_terms(text: str, rec: LogRecord) -> None:
     """The budget's terms where the log prints them (first value wins; earlier keys are kept)."""
     r, s = rec.reported, rec.settings
-    snap = re.search(r"memory snapshot: .{0,200}?non_torch_memory=([\d.]+) ?GiB", text)
+    snap = search(r"memory snapshot: .{0,200}?non_torch_memory=([\d.]+) ?GiB", text)
     if snap:
         # v0.11+ "worker init memory snapshot: ... non_torch_memory=0.51GiB" is the CUDA context before
         # loading, not the budget's term (the "non-torch forward increase" below is): keep it apart.
@@ -289,18 +288,18 @@ def _vllm_budget_terms(text: str, rec: LogRecord) -> None:
     for key, pat in _BUDGET_TERMS:
         if key in r:
             continue
-        m = re.search(pat, text)
+        m = search(pat, text)
         if m:
             r[key] = _num(m.group(1))
-    if "activation_peak_gib" in r and not re.search(r"PyTorch activation peak memory takes|torch peak memory increase:",
+    if "activation_peak_gib" in r and not search(r"PyTorch activation peak memory takes|torch peak memory increase:",
                                                     text):
         s["peak_from_summary"] = True  # the closing line's figure (kvplan.engines.vllm.reconcile: 0.27+ adds graphs)
     if "total_gpu_memory_gib" in r:
         s.setdefault("total_gpu_memory_gib", r["total_gpu_memory_gib"])
-    m = re.search(r"gpu_memory_utilization \(([\d.]+)\)|Desired GPU memory utilization is \(([\d.]{1,12}),", text)
+    m = search(r"gpu_memory_utilization \(([\d.]+)\)|Desired GPU memory utilization is \(([\d.]{1,12}),", text)
     if m and "gpu_memory_utilization" not in s:
         s["gpu_memory_utilization"] = _num(next(g for g in m.groups() if g is not None))
-    m = re.search(r"Defaulting max_num_seqs to (\d+)|max[_-]num[_-]seqs['\"]?[=:\s]+(\d+)", text)
+    m = search(r"Defaulting max_num_seqs to (\d+)|max[_-]num[_-]seqs['\"]?(?:[=:]|[^\S\n])+(\d+)", text)
     if m:
         s.setdefault("max_num_seqs", int(next(g for g in m.groups() if g is not None)))
     vllm_graph_settings(text, rec)  # the settings that size the budget's CUDA-graph term (logparse_graphs)
@@ -323,21 +322,21 @@ def _trtllm(text: str, rec: LogRecord) -> None:
                      # the PyTorch backend's estimation run (KvCacheCreator / estimate_max_kv_cache_tokens)
                      ("peak_gib", r"Peak memory during memory usage profiling \(torch \+ non-torch\): ([\d.]+) GiB"),
                      ("available_kv_gib", r"available KV cache memory when calculating max tokens: ([\d.]+) GiB"),
-                     ("weights_gib", r"Memory used after loading model weights \(inside torch\)[^:]*: ([\d.]+) GiB"),
+                     ("weights_gib", r"Memory used after loading model weights \(inside torch\)[^:\n]*: ([\d.]+) GiB"),
                      ("activation_gib",
-                      r"Memory dynamically allocated during inference \(inside torch\)[^:]*: ([\d.]+) GiB"),
+                      r"Memory dynamically allocated during inference \(inside torch\)[^:\n]*: ([\d.]+) GiB"),
                      ("non_torch_gib",
-                      r"Memory used outside torch \(e\.g\., NCCL and CUDA graphs\)[^:]*: ([\d.]+) GiB"),
+                      r"Memory used outside torch \(e\.g\., NCCL and CUDA graphs\)[^:\n]*: ([\d.]+) GiB"),
                      ("estimated_max_tokens", r"Estimated max tokens in KV cache : (\d+)"),
                      ("estimated_kv_gib", r"Estimated max memory in KV cache : ([\d.]+) GiB"),
                      # KVCacheManager.calculate_max_num_blocks: "(to FRACTION and MAX_TOKENS, respectively)"
                      ("fraction_set", r"Both free_gpu_memory_fraction and max_tokens are set \(to ([\d.]+) and"),
                      ("max_tokens_set", r"Both free_gpu_memory_fraction and max_tokens are set \(to [\d.]+ and (\d+)")):
-        m = re.search(pat, text)
+        m = search(pat, text)
         if m:
             r[key] = _num(m.group(1))
     s = rec.settings
-    m = re.search(r"max_seq_len=(\d+), max_num_requests=(\d+), max_num_tokens=(\d+)", text)
+    m = search(r"max_seq_len=(\d+), max_num_requests=(\d+), max_num_tokens=(\d+)", text)
     if m:
         s["max_seq_len"], s["max_batch_size"], s["max_num_tokens"] = (int(g) for g in m.groups())
     _trtllm_context(text, rec)
@@ -353,24 +352,24 @@ def _trtllm_context(text: str, rec: LogRecord) -> None:
     size=2051]",
     0.20's "Max KV cache pages per sequence: 5 [window size=157]"; from 1.x also "max sequence length=N")."""
     r, s = rec.reported, rec.settings
-    m = re.search(r"TensorRT-LLM version: (\d[\w.+-]{0,40})", text)
+    m = search(r"TensorRT-LLM version: (\d[\w.+-]{0,40})", text)
     if m:
         rec.version = m.group(1)
     for pat in (r"models--([\w.-]{1,96})--([\w.-]{1,96})/snapshots", r"trtllm-serve (?:serve )?([\w./-]{1,200})",
                 r"--model[= ]([\w./-]{1,200})"):
-        m = re.search(pat, text)
+        m = search(pat, text)
         if m and not m.group(1).startswith("-"):
             rec.model = "/".join(m.groups())
             break
     for key, pat in (("tp", r"(tp_size[= ]|tensor_parallel_size=)"), ("pp", r"(pp_size[= ]|pipeline_parallel_size=)")):
-        m = re.search(pat + I, text)  # trtllm-serve's --tp_size / --pp_size too (commands/serve.py get_llm_args)
+        m = search(pat + I, text)  # trtllm-serve's --tp_size / --pp_size too (commands/serve.py get_llm_args)
         if m:
             setattr(rec, key, int(m.group(2)))
             rec.read[key] = f"{m.group(1).strip('= ')}={m.group(2)}"
-    m = re.search(r"Max KV cache (?:blocks|pages) per sequence: " + I + r" \[window size=" + I + r"\]", text)
+    m = search(r"Max KV cache (?:blocks|pages) per sequence: " + I + r" \[window size=" + I + r"\]", text)
     if m:
         r["blocks_per_seq"] = _num(m.group(1))
         s["window_size"] = int(m.group(2))
-    m = re.search(r"max sequence length=" + I, text)
+    m = search(r"max sequence length=" + I, text)
     if m:
         s.setdefault("max_seq_len", int(m.group(1)))

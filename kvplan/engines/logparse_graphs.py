@@ -20,6 +20,7 @@ rather than assumed from its defaults (kvplan.engines.vllm.log_graphs turns them
 from __future__ import annotations
 
 import re
+from kvplan.engines.logscan import search, findall
 
 _SHAPE_LINE = re.compile(r"Profiling CUDA graph memory: ([^\n]{1,400})")
 _SHAPE_GROUP = re.compile(r"(?<!\w)([A-Z]{1,20})=(\d{1,7}) \(largest=(\d{1,7})\)")
@@ -34,13 +35,13 @@ _COMPILE_MODE = re.compile(r"'mode': <CompilationMode\.[A-Z_]{1,30}: (\d)>|[\"']
 
 def vllm_graph_settings(text: str, rec) -> None:
     """Fill `rec` with the CUDA-graph settings the log states (the module docstring lists them)."""
-    m = _SHAPE_LINE.search(text)
+    m = search(_SHAPE_LINE, text)
     if m:
         rec.graph_shape = tuple((mode, int(n), int(top)) for mode, n, top in _SHAPE_GROUP.findall(m.group(1)))
-    m = re.search(r"'cudagraph_capture_sizes': \[((?:\d{1,7}, ){0,4000}\d{1,7})\]", text)
+    m = search(r"'cudagraph_capture_sizes': \[((?:\d{1,7}, ){0,4000}\d{1,7})\]", text)
     if m:
         rec.capture_sizes = tuple(sorted({int(x) for x in m.group(1).split(", ")}))
-    m = re.search(r"enforce_eager=(True|False)\b|'enforce_eager': (True|False)\b", text)
+    m = search(r"enforce_eager=(True|False)\b|'enforce_eager': (True|False)\b", text)
     if m:
         rec.settings["enforce_eager"] = (m.group(1) or m.group(2)) == "True"
     _graph_modes(text, rec)
@@ -48,15 +49,15 @@ def vllm_graph_settings(text: str, rec) -> None:
 
 def _graph_modes(text: str, rec) -> None:
     """The cudagraph_mode and compilation mode the log states, and where the mode was read."""
-    m = _COMPILE_MODE.search(text)
+    m = search(_COMPILE_MODE, text)
     if m:
         rec.compilation_mode = int(m.group(1) or m.group(2))
-    m = _CONFIG_MODE.search(text)
+    m = search(_CONFIG_MODE, text)
     if m:
         name = m.group(1) or _MODE_BY_VALUE.get(m.group(2).replace(" ", ""))
         if name in GRAPH_MODES:
             rec.cudagraph_mode, rec.cudagraph_mode_from = name, "the log's engine config"
-    downgrades = [name for name in _SET_MODE.findall(text) if name in GRAPH_MODES]
+    downgrades = [name for name in findall(_SET_MODE, text) if name in GRAPH_MODES]
     if downgrades:
         rec.cudagraph_mode = downgrades[-1]
         rec.cudagraph_mode_from = "vLLM's warning \"setting cudagraph_mode=" + downgrades[-1] + "\""

@@ -12,35 +12,36 @@ import re
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.logrecord import I, N, LogRecord, _line_end, _num
+from kvplan.engines.logscan import search, findall
 
 
 def sglang_log(text: str, rec: LogRecord) -> None:
     r, s = rec.reported, rec.settings
     _weights_and_pool(text, rec)
-    m = re.search(r"Memory pool end\. avail mem=" + N + " GB", text)
+    m = search(r"Memory pool end\. avail mem=" + N + " GB", text)
     if m:
         r["avail_after_pool_gb"] = _num(m.group(1))
     _states(text, r)
     _scheduler(text, rec)
     _hicache(text, r)
-    m = re.search(r"mem[_-]fraction[_-]static[= ]" + N, text)
+    m = search(r"mem[_-]fraction[_-]static[= ]" + N, text)
     if m:
         s["mem_fraction_static"] = float(m.group(1))
         if not 0 < s["mem_fraction_static"] < 1:
             raise KvplanError(f"the log's mem_fraction_static = {m.group(1)} must be between 0 and 1", EXIT_USAGE)
-    if m := re.search(r"ServerArgs\([^\n]*?[ ,(]quantization='?([\w-]{1,40})", text):
+    if m := search(r"ServerArgs\([^\n]*?[ ,(]quantization='?([\w-]{1,40})", text):
         s["quantization"] = m.group(1)  # server_args.py ServerArgs.quantization: the --quantization given, else None
     # "Load weight end. elapsed=0.80 s, type=Qwen2ForCausalLM, quant=awq, bits=4, ..." (and "quant=modelopt_fp4,
     # quant_algo=NVFP4"): the method the loaded model ran, with its bits or algorithm where SGLang prints them
-    if m := re.search(r"Load weight end\.[^\n]*?, quant=([\w-]{1,40})(?:, (bits|quant_algo)=(\w{1,20}))?", text):
+    if m := search(r"Load weight end\.[^\n]*?, quant=([\w-]{1,40})(?:, (bits|quant_algo)=(\w{1,20}))?", text):
         s["quantization"] = m.group(3) if m.group(2) == "quant_algo" else m.group(1)
         if m.group(2) == "bits" and m.group(3).isdigit():
             s["quant_bits"] = int(m.group(3))
-    m = re.search(r"(?:model_path='|--model(?:-path)? )([^'\s]+)", text)
+    m = search(r"(?:model_path='|--model(?:-path)? )([^'\s]+)", text)
     if m:
         rec.model = m.group(1)
     _sizes(text, rec)
-    m = re.search(r"sglang(?:==|[ \t]+version[ \t]+|:v?)(\d[\w.]*)", text)
+    m = search(r"sglang(?:==|[ \t]+version[ \t]+|:v?)(\d[\w.]*)", text)
     if m:
         rec.version = m.group(1)
 
@@ -56,21 +57,21 @@ def _weights_and_pool(text: str, rec: LogRecord) -> None:
     at = text.find("Load weight end.")
     if at >= 0:
         line = text[at:_line_end(text, at)]
-        arch = re.search(r"type=(\w+)", line)
-        mem = re.search(r"avail mem=" + N + r" GB(?:, mem usage=" + N + " GB)?", line)
+        arch = search(r"type=(\w+)", line)
+        mem = search(r"avail mem=" + N + r" GB(?:, mem usage=" + N + " GB)?", line)
         if arch and mem:
             rec.architecture = arch.group(1)
             r["avail_after_weights_gb"] = _num(mem.group(1))
             if mem.group(2):
                 r["weights_mem_usage_gb"] = _num(mem.group(2))
     head = r"KV Cache is allocated\. (?:dtype: \S+, )?#tokens: " + I
-    if m := re.search(head + ", K size: " + N + " GB, V size: " + N + " GB", text):
+    if m := search(head + ", K size: " + N + " GB, V size: " + N + " GB", text):
         r["kv_tokens"], r["k_size_gb"], r["v_size_gb"] = _num(m.group(1)), _num(m.group(2)), _num(m.group(3))
-    elif m := re.search(head + ", KV size: " + N + " GB", text):
+    elif m := search(head + ", KV size: " + N + " GB", text):
         r["kv_tokens"], r["kv_size_gb"] = _num(m.group(1)), _num(m.group(2))
-    elif m := re.search(r"KV Cache is allocated\. K size: " + N + " GB, V size: " + N + " GB", text):
+    elif m := search(r"KV Cache is allocated\. K size: " + N + " GB, V size: " + N + " GB", text):
         r["k_size_gb"], r["v_size_gb"] = _num(m.group(1)), _num(m.group(2))
-    if m := re.search(r"KV Cache is allocated\. dtype: (\S+), #tokens", text):
+    if m := search(r"KV Cache is allocated\. dtype: (\S+), #tokens", text):
         s["kv_cache_dtype"] = m.group(1).rstrip(",").replace("torch.", "")
 
 
@@ -80,27 +81,27 @@ def _scheduler(text: str, rec: LogRecord) -> None:
     srt/managers/scheduler.py L162-167, 0.4.0.post1 L219-224); or "max_total_num_tokens=N" alone on its line, as
     the one-batch bench prints it (0.3.3 bench_latency.py L145, 0.4.0.post1 bench_one_batch.py L130)."""
     r, s = rec.reported, rec.settings
-    m = re.search(r"max_total_num_tokens=" + I + r", (?:chunked_prefill_size=(-?\d{1,30}), )?max_prefill_tokens=" + I
+    m = search(r"max_total_num_tokens=" + I + r", (?:chunked_prefill_size=(-?\d{1,30}), )?max_prefill_tokens=" + I
                   + r", max_running_requests=" + I + r", context_len=" + I, text)
     if m:
         r["max_total_num_tokens"], r["max_running_requests"] = _num(m.group(1)), _num(m.group(4))
         s["context_len"] = int(m.group(5))
         if m.group(2) is not None:
             s["chunked_prefill_size"] = int(m.group(2))
-    elif m := re.search(r"(?m)^(?:\[[^\]\n]{0,60}\] )?max_total_num_tokens=" + I + r"[ \t]*$", text):
+    elif m := search(r"(?m)^(?:\[[^\]\n]{0,60}\] )?max_total_num_tokens=" + I + r"[ \t]*$", text):
         r["max_total_num_tokens"] = _num(m.group(1))
 
 
 def _hicache(text: str, r: dict) -> None:
     """HiCache's host pool (pool_host/base.py HostKVCache, kvplan.engines.sglang.offload): what it allocates per
     rank, or the refusal when the host lacks the memory."""
-    m = re.search(r"Allocating " + N + " GB host memory for hierarchical KV cache", text)
+    m = search(r"Allocating " + N + " GB host memory for hierarchical KV cache", text)
     if m:
         r["hicache_host_gb"] = _num(m.group(1))
-    m = re.search(r"hierarchical KV host pool: " + I + " tokens, " + N + " GB host memory", text)
+    m = search(r"hierarchical KV host pool: " + I + " tokens, " + N + " GB host memory", text)
     if m:
         r["hicache_host_tokens"], r["hicache_host_gb"] = _num(m.group(1)), _num(m.group(2))
-    m = re.search(r"Not enough host memory available\. Requesting " + N + " GB but only have " + N + " GB free", text)
+    m = search(r"Not enough host memory available\. Requesting " + N + " GB but only have " + N + " GB free", text)
     if m:
         r["hicache_requested_gb"], r["hicache_free_gb"] = _num(m.group(1)), _num(m.group(2))
 
@@ -109,8 +110,8 @@ def _sizes(text: str, rec: LogRecord) -> None:
     """The size a setting names, else the ranks the lines are tagged with ("TP0".."TP3": 4). Only rank 0 tagged
     says nothing (SGLang prints most start-up lines from rank 0 alone): left unknown."""
     for key, tag in (("tp", "TP"), ("pp", "PP"), ("dp", "DP")):
-        ranks = {int(x) for x in re.findall(r"\b" + tag + r"(\d{1,6})[ \]]", text)}
-        m = re.search(r"(?:" + key + r"_size=|--" + key + r"(?:-size)? )" + I, text)
+        ranks = {int(x) for x in findall(tag + r"(?<!\w" + tag + r")(\d{1,6})[ \]]", text)}  # \bTP, fast
+        m = search(r"(?:" + key + r"_size=|--" + key + r"(?:-size)? )" + I, text)
         if m:
             setattr(rec, key, int(m.group(1)))
             rec.read[key] = f"{key}_size={m.group(1)}"
@@ -121,7 +122,7 @@ def _sizes(text: str, rec: LogRecord) -> None:
 
 def _states(text: str, r: dict) -> None:
     """The recurrent-state pool's line (kvplan.engines.sglang.mamba); the slot count is printed from 0.5.4."""
-    m = re.search(r"Mamba Cache is allocated\. (?:max_mamba_cache_size: " + I + ", )?conv_state size: " + N
+    m = search(r"Mamba Cache is allocated\. (?:max_mamba_cache_size: " + I + ", )?conv_state size: " + N
                   + r" ?GB, ssm_state size: " + N + " ?GB", text)
     if m:
         if m.group(1):

@@ -142,17 +142,32 @@ def stage_split_problem(n: int, pp: int, sizes: tuple[int, ...]) -> str | None:
     return None
 
 
+def _kv_heads(model) -> list[int]:
+    return sorted({getattr(layer, "num_kv_heads", 0) for layer in model.layers} - {0})
+
+
+def _splits_kv(h: int, tp: int) -> bool:
+    """Whether tp ranks cannot hold `h` KV heads: they are split evenly over the ranks, or each rank keeps whole
+    replicated heads (vLLM's QKVParallelLinear asserts one or the other; SGLang and TensorRT-LLM split the same way)."""
+    return bool(h % tp if h >= tp else tp % h)
+
+
+def _tp_sizes(model) -> str:
+    """" (tp 1, 2, 4 or 8 does)": the tensor-parallel sizes the model's heads allow, for a refusal."""
+    heads = model.num_attention_heads
+    ok = [t for t in range(1, heads + 1) if not heads % t and not any(_splits_kv(h, t) for h in _kv_heads(model))]
+    return f" (tp {', '.join(map(str, ok[:-1]))} or {ok[-1]} does)" if len(ok) > 1 else ""
+
+
 def validate_deployment(model, dep: Deployment) -> str | None:
     """Why this deployment cannot run this model, or None when it can."""
     if dep.tp < 1 or dep.pp < 1:
         return "tp and pp must be at least 1"
     if model.num_attention_heads % dep.tp:
-        return f"tp={dep.tp} does not divide the {model.num_attention_heads} attention heads"
-    # KV heads are split evenly over ranks, or each rank keeps whole replicated heads (vLLM's
-    # QKVParallelLinear asserts one or the other; SGLang and TensorRT-LLM split the same way).
-    for h in sorted({getattr(layer, "num_kv_heads", 0) for layer in model.layers} - {0}):
-        if (h % dep.tp if h >= dep.tp else dep.tp % h):
-            return f"tp={dep.tp} neither divides nor is a multiple of the {h} KV heads"
+        return f"tp={dep.tp} does not divide the {model.num_attention_heads} attention heads{_tp_sizes(model)}"
+    for h in _kv_heads(model):
+        if _splits_kv(h, dep.tp):
+            return f"tp={dep.tp} neither divides nor is a multiple of the {h} KV heads{_tp_sizes(model)}"
     if dep.pp > model.num_layers:
         return f"pp={dep.pp} exceeds the {model.num_layers} layers"
     if dep.stage_layers is not None:

@@ -29,6 +29,7 @@ import errno
 import json
 import math
 import os
+import select
 import stat
 from datetime import datetime
 
@@ -38,6 +39,7 @@ from kvplan.core.errors import EXIT_NOT_FOUND, EXIT_USAGE, KvplanError, arg
 from kvplan.simulator.workload import MAX_REQUESTS, SimRequest
 
 MAX_FILE_BYTES = 4 * 2**30
+FIFO_WAIT_S = 30.0  # a FIFO's or pipe's writer: its first bytes (or close) awaited this long
 MAX_LINE = 1 << 20  # characters in one line (a Mooncake record lists its block ids)
 MAX_TOKENS = 1 << 24
 MOONCAKE_BLOCK = 512  # tokens per hash id in the Mooncake traces (their README)
@@ -190,13 +192,21 @@ def _record(fmt, rec, path, line, names: dict | None = None):
 
 
 def _open_text(path: str):
-    """The trace as a text stream and its size, opened without waiting (kvplan.core.capped.open_nonblocking): a FIFO
-    no writer holds open is read as no lines, an empty trace; blocking is restored for the reads (a pipe,
-    `--trace <(xzcat t.jsonl.xz)`, still streams)."""
+    """The trace as a text stream and its size, opened without waiting (kvplan.core.capped.open_nonblocking: a FIFO
+    no writer holds would block open() for ever). A FIFO or pipe is then waited on up to FIFO_WAIT_S for its writer's
+    first bytes or close (`mkfifo p; (sleep 1; cat t.jsonl > p) &` is read whole; one whose writer opened and closed
+    it is an empty trace; one nothing reaches in time is refused, never waited on for ever), and read blocking to EOF
+    (`--trace <(xzcat t.jsonl.xz)` streams)."""
     fd, st = open_nonblocking(path)
     if stat.S_ISDIR(st.st_mode):  # open() refuses a folder; os.open does not
         os.close(fd)
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+    # Linux reports a FIFO readable only once a writer opened it since this open (fs/pipe.c pipe_poll: no EPOLLHUP
+    # before w_counter moves), so select waits for the writer rather than seeing the empty FIFO's end of file
+    if stat.S_ISFIFO(st.st_mode) and not select.select([fd], [], [], FIFO_WAIT_S)[0]:
+        os.close(fd)
+        raise KvplanError(f"trace {path}: nothing came through the pipe in {FIFO_WAIT_S:g} s (no writer opened it); "
+                          "start its writer first, or give a file", EXIT_USAGE)
     os.set_blocking(fd, True)
     return open(fd, encoding="utf-8-sig", newline=""), st.st_size
 

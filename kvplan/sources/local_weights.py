@@ -11,6 +11,7 @@ header says (a download cut short, a Git LFS pointer) is refused naming it, neve
 
 from __future__ import annotations
 
+import codecs
 import json
 import struct
 from pathlib import Path
@@ -47,13 +48,29 @@ def local_weights(folder: Path) -> tuple[HubWeights | None, str]:
         raise KvplanError(f"safetensors header of {folder / e.filename} is malformed: {e.detail}", EXIT_USAGE) from None
 
 
+def model_json(raw: bytes, where: str):
+    """A model folder's JSON file (config.json, an index) as the engines load it: UTF-8 with no byte-order mark.
+    transformers reads both as plain UTF-8 and json.loads refuses a leading mark ("Unexpected UTF-8 BOM"; 5.25.0
+    configuration_utils.py L1140-1143 `_dict_from_json_file`, utils/hub.py L977-978 the shard index), and vLLM and
+    SGLang load a config through it, so a file with one is refused here, saying so, rather than planned as if it would
+    serve."""
+    if raw.startswith((codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        kind = "UTF-8" if raw.startswith(codecs.BOM_UTF8) else "UTF-16"
+        raise KvplanError(f"{where} starts with a {kind} byte-order mark, which transformers (and so vLLM and SGLang) "
+                          "refuses as invalid JSON; save it as UTF-8 without one", EXIT_USAGE)
+    try:
+        # Infinity / NaN are Python's JSON extensions and real configs use them where they size
+        # nothing (Nemotron-H's time_step_limit); kvplan.readers.configs refuses them where they would.
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise KvplanError(f"{where}: not valid JSON ({str(exc)[:80]})", EXIT_USAGE) from None
+    except RecursionError:
+        raise KvplanError(f"{where}: not valid JSON (nested too deeply)", EXIT_USAGE) from None
+
+
 def _shards(index: Path) -> list[str]:
     where = str(index)
-    raw = read_capped(index, MAX_INDEX_BYTES, where, "a safetensors index")
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise KvplanError(f"{where}: not valid JSON ({str(exc)[:80]})", EXIT_USAGE) from None
+    data = model_json(read_capped(index, MAX_INDEX_BYTES, where, "a safetensors index"), where)
     shards = index_shards(data, where)
     for name in shards:
         if not (index.parent / name).is_file():

@@ -6,7 +6,6 @@ Returns the spec and a one-line note of where it came from, which the CLI prints
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from kvplan.readers.cfg import unwrap_text_config
 from kvplan.readers.modelopt import QUANT_FILE, with_quant_file
 from kvplan.readers.mtp import MTP_KEYS
 from kvplan.sources.catalog import find_in_catalog, unknown_model_error, suggest
-from kvplan.sources.local_weights import local_weights
+from kvplan.sources.local_weights import local_weights, model_json
 from kvplan.model.spec import ModelSpec
 from kvplan.model.weight_formats import PLAIN_BYTES
 
@@ -67,15 +66,7 @@ def _local_config(path: Path) -> tuple[dict, bool]:
 
 
 def _read_json(path: Path) -> dict:
-    raw = read_capped(path, MAX_CONFIG_BYTES, str(path), "a config.json")
-    try:
-        # Infinity / NaN are Python's JSON extensions and real configs use them where they size
-        # nothing (Nemotron-H's time_step_limit); kvplan.readers.configs refuses them where they would.
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise KvplanError(f"{path}: not valid JSON ({exc})", EXIT_USAGE) from None
-    except RecursionError:
-        raise KvplanError(f"{path}: not valid JSON (nested too deeply)", EXIT_USAGE) from None
+    data = model_json(read_capped(path, MAX_CONFIG_BYTES, str(path), "a config.json"), str(path))
     if not isinstance(data, dict):
         raise KvplanError(f"{path}: expected a JSON object", EXIT_USAGE)
     return data

@@ -25,7 +25,7 @@ from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed.corpus import (DEFAULT_MAX_SEQS, Case, attention_backend, attention_dp, in_training, prefix_cache,
                                  own_moe_kernel)
 from kvplan.speed.eras import fitted_with, own_terms, unused_terms
-from kvplan.speed.frontend import ingress_queue, ingress_rate, native_chat
+from kvplan.speed.frontend import divisor_row, front_share, ingress_queue, ingress_rate, native_chat
 from kvplan.speed.bench_load import decode_context
 from kvplan.speed.load import combos, value
 from kvplan.speed.mlaform import as_run
@@ -223,8 +223,8 @@ def predict(built: Built, coef, prev: dict | None = None) -> dict:
     wait, share = ingress_queue(built.load) * per, ingress_rate(built.load) * per
     out = {}
     for m, c in cm.items():
-        if c[3]:  # a throughput: the front end's share of a request's time in its divisor
-            out[m] = value(c, *t, extra=share)
+        if c[3]:  # a throughput: the front end's share of a request's time in its divisor (a pipeline's: past it)
+            out[m] = value(c, *t, extra=front_share(built.case.engine, share, c[3] / value(c, *t)))
         else:
             out[m] = value(c, *t) + (wait if m in QUEUED else 0.0)
     return out
@@ -293,7 +293,7 @@ def rows_for(built: Built, coef_prev) -> list[tuple[list[float], str]]:
         if metric in QUEUED:
             lin[INGRESS] += queue
         elif inv:
-            lin[INGRESS] += per_request
+            lin = divisor_row(lin, per_request, built.case.engine, coef_prev, INGRESS)
         scale = (y / inv) if inv else (1.0 / y)
         out.append(([v * scale for v in lin], metric))
     return out

@@ -2,7 +2,8 @@
 states (`endpoint_of`), whether an engine's front end renders a model's chat request without its Python chat
 template and tokenizer (`native_chat`), and how many crossings of the front end, the fitted `ingress` term, a
 load's latencies and throughput carry (`ingress_queue`, `front_end_burst`, `ingress_rate`): none for a request
-rendered natively or driven in process."""
+rendered natively or driven in process; and where the engine steps while its front end still hands a burst on
+(`PIPELINED`: SGLang), the run as the longer of the two, not their sum (`front_share`, `divisor_row`)."""
 
 from __future__ import annotations
 
@@ -74,3 +75,38 @@ def ingress_rate(load: Load) -> float:
     arrives spread: its own crossing delays it, not the replica, which serves others meanwhile (a closed loop's
     clients wait it out too, not priced: under 1% of GPUStack's Qwen3-8B rate at concurrency 1)."""
     return float(busy(load)) if front_end_burst(load) else 0.0
+
+
+# Engines whose API server hands each request to the engine the moment it has tokenised it, in a process apart from the
+# engine's steps, so a burst's later crossings run while the engine already steps through the requests handed on.
+# SGLang: the TokenizerManager (in the HTTP server's process; the Scheduler a subprocess) tokenises a request and sends
+# it to the Scheduler at once, with no await between (`tokenized_obj = await self._tokenize_one_request(obj)`, then
+# `self._send_one_request(...)`, whose `send_to_scheduler.send_pyobj`: sglang 0.5.3 wheel,
+# srt/managers/tokenizer_manager.py L400-402 and L815; 0.5.12 wheel L555-556; the tokenizer called synchronously,
+# `self.tokenizer(tokenizer_input)` L538-540, unless --enable-dynamic-batch-tokenizer, off by default, server_args.py
+# L423), and the Scheduler drains whatever has arrived before each batch (`recv_pyobj(zmq.NOBLOCK)` until empty,
+# scheduler.py L1136-1138). So a burst's run lasts the longer of the front end's d x ingress a request and the engine's
+# time a request, not their sum (vLLM's API server renders a burst's templates back to back before most hand-offs,
+# docs/speed-history.md "A served burst's front end and engine as a pipeline": it keeps the sum). What a burst's request
+# waits before its first token keeps the fitted N crossings (ingress_queue): a pipelined wait was tried and not adopted.
+PIPELINED = frozenset({"sglang"})
+
+
+def front_share(engine: str, share: float, t_engine: float) -> float:
+    """Seconds a throughput's divisor adds to the engine's `t_engine` a request for the front end's `share` (d x
+    ingress, ingress_rate): all of it, or under a PIPELINED engine only what the front end takes beyond the engine, so
+    the divisor is max(t_engine, share)."""
+    return max(0.0, share - t_engine) if engine in PIPELINED else share
+
+
+def divisor_row(row: list, crossings: float, engine: str, coef, at: int) -> list:
+    """A throughput divisor's feature row (`row`, the engine's) with the front end's `crossings` of the ingress term
+    (column `at`): added, or under a PIPELINED engine whichever of the two the previous pass's coefficients `coef`
+    (None: the first pass, the engine's) find longer, which keeps the row linear."""
+    out = list(row)
+    if engine not in PIPELINED:
+        out[at] += crossings
+    elif coef is not None and front_share(engine, crossings * coef[at], sum(r * c for r, c in zip(row, coef))) > 0:
+        out = [0.0] * len(row)
+        out[at] = crossings
+    return out

@@ -105,7 +105,9 @@ seconds:
   front end                a served burst's N requests each cross the API server (a process apart from the
                            engine's steps, which interleaves them; kvplan.speed.frontend.ingress_queue and
                            ingress_rate): TTFT and E2E + N x ingress (a fitted term,
-                           seconds per request), a throughput's T + d x ingress (the run is N x ingress longer);
+                           seconds per request), a throughput's T + d x ingress (the run is N x ingress longer;
+                           max(T, d x ingress) where the front end hands each request on as it tokenises it,
+                           SGLang's: frontend.PIPELINED, front_share);
                            a request that arrives spread (closed or open loop) its own crossing, + 1 x ingress
   missed step              a closed loop's equal-length replacement waits out the step it missed (queueing.missed_step)
   TPOT (= mean ITL)        (E2E - TTFT) / (osl - 1)

@@ -98,6 +98,31 @@ def test_a_fifo_its_writer_opens_and_closes_is_an_empty_trace(tmp_path, monkeypa
     writer.join(5)
 
 
+def test_a_pipe_whose_writer_holds_it_past_the_wait_streams(monkeypatch):
+    # `--trace <(sort big.jsonl)`: the writer holds the pipe open and writes its first byte after the wait; review
+    # found it refused as "no writer opened it"; now the held pipe (EAGAIN, not end of file) is read on to its end
+    monkeypatch.setattr(traces, "FIFO_WAIT_S", 0.2)
+    r, w = os.pipe()
+
+    def write():
+        time.sleep(0.6)
+        os.write(w, TRACE.read_bytes())
+        os.close(w)
+    t = threading.Thread(target=write, daemon=True)
+    t.start()
+    assert load_trace(f"/proc/self/fd/{r}") == load_trace(str(TRACE))
+    t.join(5)
+    os.close(r)
+
+
+def test_a_fifo_no_writer_opens_is_refused_after_the_wait(tmp_path, monkeypatch):
+    monkeypatch.setattr(traces, "FIFO_WAIT_S", 0.2)
+    fifo = tmp_path / "t.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(KvplanError, match="no writer opened it"):
+        load_trace(str(fifo))
+
+
 # --- a new user's mistakes -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("model, tp, sizes", [

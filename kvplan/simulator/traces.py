@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import io
 import json
 import math
 import os
@@ -203,12 +204,42 @@ def _open_text(path: str):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
     # Linux reports a FIFO readable only once a writer opened it since this open (fs/pipe.c pipe_poll: no EPOLLHUP
     # before w_counter moves), so select waits for the writer rather than seeing the empty FIFO's end of file
+    first = b""
     if stat.S_ISFIFO(st.st_mode) and not select.select([fd], [], [], FIFO_WAIT_S)[0]:
-        os.close(fd)
-        raise KvplanError(f"trace {path}: nothing came through the pipe in {FIFO_WAIT_S:g} s (no writer opened it); "
-                          "start its writer first, or give a file", EXIT_USAGE)
+        try:  # a writer holding the pipe with nothing written yet (a slow `<(sort …)`) answers EAGAIN: read on
+            first = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            pass
+        else:
+            if not first:  # end of file: no writer ever opened it
+                os.close(fd)
+                raise KvplanError(f"trace {path}: nothing came through the pipe in {FIFO_WAIT_S:g} s (no writer "
+                                  "opened it); start its writer first, or give a file", EXIT_USAGE)
     os.set_blocking(fd, True)
-    return open(fd, encoding="utf-8-sig", newline=""), st.st_size
+    raw = open(fd, "rb", buffering=0)
+    return io.TextIOWrapper(_Prefixed(first, raw) if first else io.BufferedReader(raw), encoding="utf-8-sig",
+                            newline=""), st.st_size
+
+
+class _Prefixed(io.RawIOBase):
+    """A pipe's stream with the bytes already read from it (`first`) put back in front."""
+
+    def __init__(self, first: bytes, raw):
+        self._first, self._raw = first, raw
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        if self._first:
+            n = min(len(buf), len(self._first))
+            buf[:n], self._first = self._first[:n], self._first[n:]
+            return n
+        return self._raw.readinto(buf)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
 
 
 def load_trace(path: str, fmt: str = "auto", max_requests: int = MAX_REQUESTS) -> tuple[list[SimRequest], dict]:

@@ -9,6 +9,7 @@ and restores both afterwards. One subprocess test checks the plain env-before-im
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
 import os
@@ -24,6 +25,7 @@ import pytest
 
 from kvplan.core.errors import EXIT_ACCESS, EXIT_ERROR, EXIT_NETWORK, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
 from kvplan.sources.hub import HubConfig, HubWeights, fetch_config, fetch_weights
+from kvplan.api import load_model
 
 try:
     from tests.hub_server import (
@@ -118,6 +120,7 @@ def build_repos(hub: FakeHub) -> None:
     hub.add("org/no-config", FakeRepo.single({"README.md": b"# nothing"}))
     hub.add("org/not-json", FakeRepo.single({"config.json": b"{'model_type': llama,"}))
     hub.add("org/json-array", FakeRepo.single({"config.json": b"[1, 2, 3]"}))
+    hub.add("org/bom-config", FakeRepo.single({"config.json": codecs.BOM_UTF8 + cfg()}))
     hub.add("org/huge-config", FakeRepo.single({"config.json": b"{" + b" " * (6 * 1024 * 1024) + b"}"}))
     hub.add("org/hang", FakeRepo.single({"config.json": cfg(), "model.safetensors": single_file_weights()},
                                         hang="all"))
@@ -331,6 +334,19 @@ def test_malformed_config_json(hub, repo_id, words):
     err = fails(fetch_config, repo_id, timeout=5)
     assert err.exit_code == EXIT_USAGE
     assert words in err.message and repo_id in err.message
+
+
+def test_a_config_with_a_byte_order_mark_is_refused_as_a_folder_refuses_it(hub, tmp_path):
+    # transformers loads config.json with json.loads of the file read as UTF-8, which refuses a leading BOM
+    # ("Unexpected UTF-8 BOM": 5.25.0 configuration_utils.py L1140-1143), so vLLM and SGLang cannot serve the repo;
+    # json.loads on the raw bytes would strip it and plan the model: the Hub's file is read as a folder's is
+    err = fails(fetch_config, "org/bom-config", timeout=5)
+    assert err.exit_code == EXIT_USAGE and "org/bom-config" in err.message
+    (tmp_path / "config.json").write_bytes(codecs.BOM_UTF8 + cfg())
+    with pytest.raises(KvplanError) as local:
+        load_model(str(tmp_path))
+    said = "starts with a UTF-8 byte-order mark, which transformers (and so vLLM and SGLang) refuses as invalid JSON"
+    assert said in err.message and said in local.value.message
 
 
 def test_huge_config_is_refused_before_download(hub):

@@ -102,3 +102,14 @@ def test_the_shape_reads_the_dtype_the_run_computes_in():
     assert custom_off(bf16, "vllm", h100, "0.19.0").oneshot_max_bytes == 64 * MIB
     off = custom_off(half, "vllm", h100, "0.19.0")
     assert off.oneshot_max_bytes == 0 and off.oneshot_latency_s == 0.0
+
+
+def test_b300_at_tp_2_takes_the_smaller_of_its_two_tables_in_bf16():
+    # docs/speed.md's B300 tp 2 claim. all_reduce_utils.py 0.19.0 L44-49 CUSTOM_ALL_REDUCE_MAX_SIZES "10.3" {2: 4 MiB}
+    # and L52-70 SYMM_MEM_ALL_REDUCE_MAX_SIZES "10.3" {2: 4 MB}: the custom kernel shrinks to min(4 MiB, 8 MiB) =
+    # 4 MiB and the symmetric-memory all-reduce takes bf16 up to its table's 4 MiB, so NCCL's ring starts at 4 MiB =
+    # 4,194,304 B, not the custom kernel's 8 MiB. 0.18.0's tables have no "10.3" entry (all_reduce_utils.py 0.17.0
+    # L49-62, the same in 0.18.0): the communicator is off, the custom kernel keeps max_size=8192 * 1024 = 8 MiB
+    b300 = find_gpu("b300")
+    assert custom_allreduce_bytes("vllm", 2, b300, "0.19.0") == 4 * MIB
+    assert custom_allreduce_bytes("vllm", 2, b300, "0.18.0") == 8 * MIB

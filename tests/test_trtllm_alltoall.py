@@ -34,3 +34,15 @@ def _warnings(name):
 def test_the_plan_says_it_is_not_booked():
     assert any("MoE all-to-all" in w and "not booked" in w for w in _warnings("gpt-oss-120b"))
     assert not any("MoE all-to-all" in w for w in _warnings("deepseek-v3"))
+
+
+def test_a_pcie_nvl_pair_is_said_to_be_uncertain():
+    # supports_mnnvl (_mnnvl_utils.py): every NVLink link up in every form, and a later form refuses PCIe NVL SKUs
+    # (the module docstring): on an NVLink-bridged card the selection holds only in the earlier forms, and the note
+    # says so; on an HGX board (NVSwitch) it says MNNVL plainly
+    from kvplan.engines.trtllm.alltoall import note
+    oss, dep = find_in_catalog("gpt-oss-120b"), Deployment(tp=1, dp=8, ep=8)
+    bridged, board = note(oss, find_gpu("h100-nvl"), dep), note(oss, find_gpu("h200"), dep)
+    assert "unless the release's supports_mnnvl refuses PCIe NVL cards" in bridged
+    assert "the MNNVL method)" in board and "unless" not in board
+    assert note(oss, find_gpu("l40s"), dep) is None  # PCIe only: no NVLink links to be up

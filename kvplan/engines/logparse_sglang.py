@@ -8,8 +8,6 @@ scheduler's max_total_num_tokens line with or without chunked_prefill_size, or a
 
 from __future__ import annotations
 
-import re
-
 from kvplan.core.errors import EXIT_USAGE, KvplanError
 from kvplan.engines.logrecord import I, N, LogRecord, _line_end, _num
 from kvplan.engines.logscan import search, findall

@@ -30,6 +30,7 @@ INTERCONNECT_KINDS = ("nvswitch", "nvlink-bridge", "nvlink-direct", "pcie", "xgm
 INTERCONNECT_FIELDS = ("type", "kind", "domain", "per_dir_bytes_per_s", "pcie_gen", "pcie_lanes",
                        "achieved_per_dir_bytes_per_s", "achieved_source", "allreduce_us", "allreduce_source")
 _FABRIC_VENDOR = {"nvswitch": "NVIDIA", "nvlink-bridge": "NVIDIA", "nvlink-direct": "NVIDIA", "xgmi": "AMD"}
+NVLINK_KINDS = tuple(kind for kind, maker in _FABRIC_VENDOR.items() if maker == "NVIDIA")  # GPUs with NVLink links
 MEMORY_KINDS = ("HBM2", "HBM2e", "HBM3", "HBM3e", "HBM4", "GDDR6", "GDDR6X", "GDDR7", "LPDDR5", "LPDDR5X")
 _NVIDIA_CC_RE = re.compile(r"^(\d{1,2})\.(\d)$")  # "9.0", "10.3", "12.0"
 _AMD_GFX_RE = re.compile(r"^gfx(\d{1,2})([0-9a-f])([0-9a-f])$")  # "gfx90a", "gfx942", "gfx1100"

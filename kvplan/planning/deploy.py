@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kvplan.core.errors import arg
+from kvplan.core.intmath import divisors
 from kvplan.model.layers import FullAttention, Kind, MLALatent, has_dsa
 from kvplan.model.spec import ModelSpec
 
@@ -154,8 +155,8 @@ def _splits_kv(h: int, tp: int) -> bool:
 
 def _tp_sizes(model) -> str:
     """" (tp 1, 2, 4 or 8 does)": the tensor-parallel sizes the model's heads allow, for a refusal."""
-    heads = model.num_attention_heads
-    ok = [t for t in range(1, heads + 1) if not heads % t and not any(_splits_kv(h, t) for h in _kv_heads(model))]
+    kv = _kv_heads(model)
+    ok = [t for t in divisors(model.num_attention_heads) if not any(_splits_kv(h, t) for h in kv)]
     return f" (tp {', '.join(map(str, ok[:-1]))} or {ok[-1]} does)" if len(ok) > 1 else ""
 
 

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from kvplan.planning.deploy import NODE_GPUS, Deployment, validate_deployment
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg, out_of_range
-from kvplan.core.intmath import cdiv
+from kvplan.core.intmath import cdiv, divisors
 from kvplan.model.layers import FullAttention, MLALatent
 from kvplan.model.spec import ModelSpec, WeightBytes
 
@@ -128,20 +128,16 @@ def whole_answers(ans, dep, dcp_tokens_whole: bool = False):
     return ans._replace(max_concurrency=ans.max_concurrency * dep.dp, kv_cache_tokens=tokens)
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def candidate_layouts(model: ModelSpec, gpus: int, per_node: int = NODE_GPUS):
     """Every (tp, pp, dp, ep) on exactly `gpus` GPUs a model can run: tp within a node (at most
     `per_node`), pp and dp across nodes; a MoE model with dp > 1 gets expert parallelism over
     tp x dp (the engines' DP-attention + EP recipe), otherwise ep = 1. Validity is the caller's
     (kvplan.planning.deploy.validate_deployment)."""
     moe = bool(model.params.num_experts)
-    for tp in _divisors(gpus):
+    for tp in divisors(gpus):
         if tp > per_node:
             break
-        for pp in _divisors(gpus // tp):
+        for pp in divisors(gpus // tp):
             if pp > model.num_layers:
                 break
             dp = gpus // (tp * pp)

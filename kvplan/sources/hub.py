@@ -44,7 +44,6 @@ Decisions worth knowing:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +52,7 @@ from typing import Any
 from kvplan.core.errors import EXIT_NETWORK, EXIT_NOT_FOUND, EXIT_USAGE, KvplanError
 from kvplan.sources.hub_calls import HubCall, commit_of_cached_path, is_commit
 from kvplan.sources.hub_headers import HubWeights, as_header_problem, index_shards, sum_headers
+from kvplan.sources.local_weights import model_json
 
 CONFIG_FILE = "config.json"
 QUANT_FILE = "hf_quant_config.json"  # kvplan.readers.modelopt.QUANT_FILE
@@ -216,13 +216,7 @@ def _read_json_object(ctx: HubCall, path: str, filename: str, limit: int) -> dic
         raise _too_big(ctx, size, filename, limit)
     with open(path, "rb") as f:
         raw = f.read(limit + 1)
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise KvplanError(f"{where} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})",
-                          EXIT_USAGE) from e
-    except (ValueError, RecursionError) as e:  # bad encoding, absurd nesting
-        raise KvplanError(f"{where} is not valid JSON ({type(e).__name__})", EXIT_USAGE) from e
+    data = model_json(raw, where)  # as `fit ./folder` reads one: a byte-order mark refused alike
     if not isinstance(data, dict):
         raise KvplanError(f"{where} is a JSON {_json_kind(data)}, not an object", EXIT_USAGE)
     return data

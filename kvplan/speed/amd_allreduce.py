@@ -48,20 +48,27 @@ from kvplan.speed.eras import padded
 
 # {engine: ((the first release, the gfx targets it runs the kernel on as torch's (major, minor)), ...)}, oldest first
 CUSTOM_ALLREDUCE_AMD_TARGETS = {"vllm": (((0, 8, 3), ((9, 4),)), ((0, 9, 0), ((9, 4), (9, 5))))}
-CUSTOM_ALLREDUCE_AMD_SINCE = {k: rules[0][0] for k, rules in CUSTOM_ALLREDUCE_AMD_TARGETS.items()}
 AMD_FORK_BUILDS = {"vllm": ("21f6ca217",)}
+# {engine: ((first release, bytes from which RCCL takes the call), ...)}, oldest first; an engine not listed keeps the
+# CUDA table's limit (kvplan.speed.model.CUSTOM_ALLREDUCE)
+CUSTOM_ALLREDUCE_AMD = {"sglang": (((0, 0, 0), 2 * 8192 * 1024),  # its own CustomAllreduce on ROCm: below 16 MiB
+                                   ((0, 5, 6), 8192 * 8192 + 1))}  # aiter's: at most 64 MiB
+
+
+def by_release(rules: tuple, version: str | None, before=()):
+    """The value of the newest row of `rules` ((first release, value), ... oldest first) that release `version` (None,
+    or one not read as a release: the current one) has reached; `before` where it precedes them all."""
+    rel = release_of(version)
+    if not rel:
+        return rules[-1][1]
+    return next((value for since, value in reversed(rules) if padded(rel) >= since), before)
 
 
 def amd_targets(key: str, version: str | None) -> tuple | None:
     """The gfx targets ((major, minor)) on which release `version` of the engine whose rules are `key` runs its custom
     all-reduce on ROCm; () before its first such release; None where no rule keys it (every AMD GPU: SGLang's)."""
     rules = CUSTOM_ALLREDUCE_AMD_TARGETS.get(key)
-    if not rules:
-        return None
-    rel = release_of(version)
-    if not rel:
-        return rules[-1][1]
-    return next((archs for since, archs in reversed(rules) if padded(rel) >= since), ())
+    return by_release(rules, version) if rules else None
 
 
 def fork_build(key: str, version: str | None) -> bool:
@@ -80,17 +87,8 @@ def runs_custom_allreduce_on_amd(key: str, version: str | None, gpu) -> bool:
     return cap is not None and tuple(cap) in archs
 
 
-# {engine: ((first release, bytes from which RCCL takes the call), ...) newest first}; a release before them all keeps
-# the CUDA table's limit (kvplan.speed.model.CUSTOM_ALLREDUCE) or, where given, OWN_CLASS's
-CUSTOM_ALLREDUCE_AMD = {"sglang": (((0, 5, 6), 8192 * 8192 + 1),)}  # aiter's: at most 64 MiB
-OWN_CLASS = {"sglang": 2 * 8192 * 1024}  # SGLang's own CustomAllreduce on ROCm: below 16 MiB
-
-
 def amd_custom_bytes(key: str, version: str | None, cuda_limit: int) -> int:
     """The message size from which engine `key` (kvplan.speed.model.rules_key) at release `version` (None: the current
     one) hands a tensor-parallel all-reduce on an AMD GPU to RCCL, where its custom kernel runs there at all."""
-    rel = release_of(version)
-    for first, nbytes in CUSTOM_ALLREDUCE_AMD.get(key, ()):
-        if rel is None or padded(rel) >= first:
-            return nbytes
-    return OWN_CLASS.get(key, cuda_limit)
+    rules = CUSTOM_ALLREDUCE_AMD.get(key)
+    return by_release(rules, version) if rules else cuda_limit

@@ -27,7 +27,7 @@ from kvplan.speed.corpus import (DEFAULT_MAX_SEQS, Case, attention_backend, atte
 from kvplan.speed.eras import fitted_with, own_terms, unused_terms
 from kvplan.speed.frontend import divisor_row, front_share, ingress_queue, ingress_rate, native_chat
 from kvplan.speed.bench_load import decode_context
-from kvplan.speed.load import combos, value
+from kvplan.speed.load import combos, seconds, value
 from kvplan.speed.mlaform import as_run
 from kvplan.speed.model import decode_features, gemm_kernels, nccl_only, prefill_features, priced
 from kvplan.speed.recency import weights as recency_weights
@@ -224,7 +224,7 @@ def predict(built: Built, coef, prev: dict | None = None) -> dict:
     out = {}
     for m, c in cm.items():
         if c[3]:  # a throughput: the front end's share of a request's time in its divisor (a pipeline's: past it)
-            out[m] = value(c, *t, extra=front_share(built.case.engine, share, c[3] / value(c, *t)))
+            out[m] = value(c, *t, extra=front_share(built.case.engine, share, seconds(c, *t)))
         else:
             out[m] = value(c, *t) + (wait if m in QUEUED else 0.0)
     return out

@@ -8,6 +8,7 @@ rendered natively or driven in process; and where the engine steps while its fro
 from __future__ import annotations
 
 from kvplan.speed.bench_load import Load, at_rate, busy
+from kvplan.speed.model import priced
 
 ENDPOINTS = ("chat", "completions")  # /v1/chat/completions, /v1/completions
 
@@ -106,7 +107,7 @@ def divisor_row(row: list, crossings: float, engine: str, coef, at: int) -> list
     out = list(row)
     if engine not in PIPELINED:
         out[at] += crossings
-    elif coef is not None and front_share(engine, crossings * coef[at], sum(r * c for r, c in zip(row, coef))) > 0:
+    elif coef is not None and crossings * coef[at] > priced(coef, row):  # front_share's max(0, share - engine) > 0
         out = [0.0] * len(row)
         out[at] = crossings
     return out

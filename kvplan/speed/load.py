@@ -320,10 +320,16 @@ def with_drain(load: Load, t: tuple, osl: float, burst: bool) -> tuple:
     return t[0], t[1] + drain_steps(load, osl) * busy(load) / load.num_prompts, t[2]
 
 
+def seconds(combo: tuple, t_wave: float, t_dec: float, t_grp: float = 0.0) -> float:
+    """The engine's time a metric's combo (combos) adds up: a latency itself, a throughput's divisor."""
+    a, b, e, _ = combo
+    return a * t_wave + b * t_dec + e * t_grp
+
+
 def value(combo: tuple, t_wave: float, t_dec: float, t_grp: float = 0.0, extra: float = 0.0) -> float:
     """A metric's value from its combo (combos); `extra`: seconds added to its time (a throughput's divisor)."""
-    a, b, e, inv = combo
-    t = a * t_wave + b * t_dec + e * t_grp + extra
+    inv = combo[3]
+    t = seconds(combo, t_wave, t_dec, t_grp) + extra
     if inv:
         return inv / t if t > 0 else float("inf")
     return t

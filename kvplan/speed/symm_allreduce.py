@@ -7,8 +7,9 @@ the buffer gets a multicast pointer, which needs NVSwitch (`symm_mem.py` L57-93)
 kernel, then the symmetric-memory one below its table's size, then NCCL (0.11.0 L121-151; 0.19.0 L180-223; 0.33.0
 L362-431, after FlashInfer's all-reduce and the others it tries first). The custom kernel's own limit shrinks to
 min(CUSTOM_ALL_REDUCE_MAX_SIZES, 8 MiB) there (`custom_all_reduce.py` 0.11.0 L113-119: 256 KiB on H100 at tp 8), but
-both are one kernel a call behind one barrier, so the speed terms' one-shot pricing (kvplan.speed.model
-CUSTOM_ALLREDUCE) holds up to the symmetric-memory limit, and NCCL's ring starts there. The table
+both are one kernel a call behind one barrier, so for a bfloat16 run the speed terms' one-shot pricing
+(kvplan.speed.model CUSTOM_ALLREDUCE) holds up to the symmetric-memory limit, and NCCL's ring starts there (another
+dtype stops at the shrunk custom limit: below). The table
 (`all_reduce_utils.py` 0.11.0 L45-58, the same in 0.17.0 L49-62) gains "10.3" in 0.19.0 (L52-70, the same in
 0.24.0 and 0.33.0 L58-76); 0.33.0's "10.7" has no profile. The communicator is built whether or not the custom
 kernel is (`if use_torch_symm_mem and current_platform.is_cuda()`, 0.11.0 L67; 0.33.0 L127), so a run with

@@ -21,7 +21,9 @@ board selects MNNVL.
 
 from __future__ import annotations
 
-NVLINK_KINDS = ("nvswitch", "nvlink-direct", "nvlink-bridge")  # profiles whose GPUs have NVLink links to be up
+from kvplan.hardware.facts import NVLINK_KINDS  # profiles whose GPUs have NVLink links to be up
+
+BRIDGED = "nvlink-bridge"  # PCIe NVL cards: a later supports_mnnvl refuses them, earlier forms do not (docstring)
 
 
 def selects_alltoall(model, gpu, dep) -> bool:
@@ -35,7 +37,10 @@ def note(model, gpu, dep) -> str | None:
     """The one-line statement of the all-to-all workspace kvplan does not book, where the selection holds; else None."""
     if not selects_alltoall(model, gpu, dep):
         return None
+    where = ("NVLink links up: the MNNVL method, unless the release's supports_mnnvl refuses PCIe NVL cards, as "
+             "later forms do" if getattr(gpu, "interconnect_kind", None) == BRIDGED else
+             "NVLink links up: the MNNVL method")
     return (f"TensorRT-LLM's MoE all-to-all (attention DP, ep {dep.ep} above top-k {model.params.experts_per_token}, "
-            "NVLink links up: the MNNVL method) allocates a workspace per rank sized by its C++ "
+            f"{where}) allocates a workspace per rank sized by its C++ "
             "get_moe_commworkspace_size_per_rank, which kvplan does not read: not booked, so the pool is high by it "
             "(kvplan.engines.trtllm.alltoall)")

@@ -23,8 +23,10 @@ elements. How the block is allocated is the pinned FlashInfer's:
   and from 0.6.16.post3 (vLLM 0.27.0 on: 0.6.16.post3, 0.6.18, 0.6.18.post1, 0.7.0.post1, 0.7.2.post1 through 0.33.0):
   the buffer plus its 2 KiB signal pad rounded to the allocation granularity and then to the multicast granularity
   (`_get_allocation_prop`: 0.7.2.post1 L1024-1044), 512 MiB on NVSwitch systems (kvplan.engines.vllm.non_torch,
-  MULTICAST_GRANULARITY), so one 512 MiB block in the usual case, not trtllm's three. FlashInfer 0.6.18 on rounds
-  the buffer to 2 stages x 16 B first (TWOSHOT_NUM_STAGES, PACKED_ALIGNMENT_BYTES: vLLM 0.29.0 on).
+  MULTICAST_GRANULARITY), so one 512 MiB block in the usual case, not trtllm's three (0.6.6 and 0.6.8.post1 size the
+  buffer as above, no round-up of their own: trtllm_mnnvl_ar.py 0.6.6 L81-112, mnnvl.py L1111-1148; docs/engines.md).
+  FlashInfer 0.6.18 on rounds the buffer to 2 stages x 16 B first (TWOSHOT_NUM_STAGES, PACKED_ALIGNMENT_BYTES: vLLM
+  0.29.0 on).
 
 The pins are the PyPI wheels' `Requires-Dist: flashinfer-python==` (vLLM 0.19.0 0.6.6, 0.20.x and 0.21.0
 0.6.8.post1, 0.22.x 0.6.11.post2, 0.23.0 and 0.24.0 0.6.12, 0.25.x 0.6.13, 0.26.0 0.6.14, 0.27.0 / 0.28.0

@@ -94,9 +94,10 @@ V0_NON_TORCH_SINGLE = 160 * MIB  # the legacy V0 engine (< 0.8), not fitted: its
 MULTICAST_GRANULARITY = 512 * MIB  # SymmDeviceMemory's allocation unit on NVSwitch systems (see above)
 FI_AR_WORKSPACE = 3 * MULTICAST_GRANULARITY  # the usual total: each buffer under 512 MiB
 _MAX_COMM_SIZE = 2147483647 & ~(2 * MIB - 1)  # trtllm_ar.py MAX_COMM_SIZE: the Lamport comm size's cap
-# FI_ALLREDUCE_FUSION_MAX_SIZE_MB (allreduce_rms_fusion.py, 0.17.0-0.19.0; 103 from 0.19.0), MiB by tp
-_FUSION_MAX_SIZE_MIB = {90: {2: 64, 4: 2, 8: 0.5}, 100: {2: 64, 4: 32, 8: 1}, 103: {2: 64, 4: 64, 8: 2}}
-_TP16_MIB, TP16_SINCE = {100: 64, 103: 64}, (0, 25, 0)  # the table's multi-node MNNVL entry (docstring, 2.)
+# FI_ALLREDUCE_FUSION_MAX_SIZE_MB (allreduce_rms_fusion.py, 0.17.0-0.19.0; 103 from 0.19.0), MiB by tp; tp 16 is the
+# table's multi-node MNNVL entry, there from MNNVL_SINCE (0.25.0; docstring, 2.)
+_FUSION_MAX_SIZE_MIB = {90: {2: 64, 4: 2, 8: 0.5}, 100: {2: 64, 4: 32, 8: 1, 16: 64},
+                        103: {2: 64, 4: 64, 8: 2, 16: 64}}
 MNNVL_SINCE = (0, 25, 0)  # `auto` resolves to FlashInfer's MNNVL workspace on one node (docstring, 2.)
 MNNVL_SPANNING_SINCE = (0, 19, 0)  # `auto` is MNNVL for a tp group over nodes (0.19.0 L98-101)
 QUANT_SHARES_MNNVL_SINCE = (0, 26, 0)  # the quant slot shares the MNNVL workspace (0.26.0 L211-215)
@@ -168,8 +169,8 @@ def fi_allreduce_workspace(version: tuple[int, ...], tp: int, hidden: int, dtype
     cap = multicast_sm(gpu)
     if cap is None or (cap == 103 and version < (0, 19, 0)):  # 0.17/0.18 test capability 10.0 exactly
         return 0
-    max_mib = _FUSION_MAX_SIZE_MIB.get(cap, {}).get(tp) or (_TP16_MIB.get(cap) if tp == 16 else None)
-    if not max_mib or (tp == 16 and version < TP16_SINCE):
+    max_mib = _FUSION_MAX_SIZE_MIB.get(cap, {}).get(tp)
+    if not max_mib or (tp == 16 and version < MNNVL_SINCE):
         return 0
     tokens = min(int(max_mib * MIB) // (hidden * dtype_bytes), max_tokens)
     spans = tp > node

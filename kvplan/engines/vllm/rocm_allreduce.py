@@ -12,11 +12,9 @@ note says which the plan assumed.
 
 from __future__ import annotations
 
-from kvplan.core.releases import release_of
 from kvplan.engines.versions import dotted
 from kvplan.hardware.facts import vendor_of
-from kvplan.speed.amd_allreduce import CUSTOM_ALLREDUCE_AMD_SINCE, amd_targets, runs_custom_allreduce_on_amd
-from kvplan.speed.eras import padded
+from kvplan.speed.amd_allreduce import CUSTOM_ALLREDUCE_AMD_TARGETS, amd_targets, runs_custom_allreduce_on_amd
 
 ENGINE = "vllm"
 
@@ -26,14 +24,14 @@ def note(gpu, tp: int, version: str | None) -> str | None:
     elsewhere, and at one GPU: no all-reduce)."""
     if tp <= 1 or vendor_of(gpu) != "AMD" or runs_custom_allreduce_on_amd(ENGINE, version, gpu):
         return None
-    since = CUSTOM_ALLREDUCE_AMD_SINCE[ENGINE]
-    rel = release_of(version)
+    archs = amd_targets(ENGINE, version)
     tail = "so the speed figures price every tensor-parallel all-reduce on RCCL's ring"
-    if rel and padded(rel) < since:
+    if not archs:
+        since = CUSTOM_ALLREDUCE_AMD_TARGETS[ENGINE][0][0]
         return (f"vLLM {version} on an AMD GPU: its custom all-reduce is off on ROCm before {dotted(since)} "
                 f"(config.py, 'not supported on AMD GPUs'), {tail}; AMD's own vLLM builds (rocm/vllm images) keep the "
                 "custom kernel on and run faster than this")
-    targets = " and ".join(f"gfx{major}{minor}x" for major, minor in amd_targets(ENGINE, version))
+    targets = " and ".join(f"gfx{major}{minor}x" for major, minor in archs)
     target = getattr(gpu, "compute_capability", None) or "a GPU whose profile gives no gfx target (taken as gfx90a)"
     return (f"vLLM {version} on an AMD GPU: its custom all-reduce runs on {targets} alone (platforms/rocm.py "
             f"use_custom_allreduce), not on {target}, {tail}")

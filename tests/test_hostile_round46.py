@@ -115,6 +115,26 @@ def test_a_pipe_whose_writer_holds_it_past_the_wait_streams(monkeypatch):
     os.close(r)
 
 
+def test_bytes_that_arrive_as_the_wait_ends_are_kept(monkeypatch):
+    # the race the non-blocking read after the wait can meet: bytes already in the pipe (select reported it not ready
+    # a moment before) are read then, and must lead the stream, not be lost: the first 1,000 bytes here
+    monkeypatch.setattr(traces, "FIFO_WAIT_S", 0.2)
+    monkeypatch.setattr(traces.select, "select", lambda *a: ([], [], []))
+    data = TRACE.read_bytes()
+    r, w = os.pipe()
+    os.write(w, data[:1000])
+
+    def write():
+        time.sleep(0.3)
+        os.write(w, data[1000:])
+        os.close(w)
+    t = threading.Thread(target=write, daemon=True)
+    t.start()
+    assert load_trace(f"/proc/self/fd/{r}") == load_trace(str(TRACE))
+    t.join(5)
+    os.close(r)
+
+
 def test_a_fifo_no_writer_opens_is_refused_after_the_wait(tmp_path, monkeypatch):
     monkeypatch.setattr(traces, "FIFO_WAIT_S", 0.2)
     fifo = tmp_path / "t.jsonl"

@@ -217,7 +217,7 @@ def _open_text(path: str):
                                   "opened it); start its writer first, or give a file", EXIT_USAGE)
     os.set_blocking(fd, True)
     raw = open(fd, "rb", buffering=0)
-    return io.TextIOWrapper(_Prefixed(first, raw) if first else io.BufferedReader(raw), encoding="utf-8-sig",
+    return io.TextIOWrapper(io.BufferedReader(_Prefixed(first, raw) if first else raw), encoding="utf-8-sig",
                             newline=""), st.st_size
 
 

@@ -18,6 +18,7 @@ from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
 from kvplan.speed import model as speed
 from kvplan.speed.corpus import in_training
+from kvplan.speed.eras import unused_terms
 from kvplan.speed.nnls import nnls
 from kvplan.speed.shape import model_terms
 from kvplan.speed.allreduce import link, ring_allreduce_seconds
@@ -157,12 +158,14 @@ def test_a_prefill_batch_is_priced_once_however_many_requests_it_holds():
 def test_only_sglangs_and_trtllm_pytorch_sets_fit_the_prefill_batch_cost():
     # the batch's cost is SGLang's, its cost by layer TensorRT-LLM's PyTorch backend's (kvplan.speed.eras.ENGINE_TERMS):
     # every other shipped set leaves them at 0, trtllm-engine too though it shares its other terms with trtllm's
-    # (kvplan.speed.fit._fit)
+    # (kvplan.speed.fit._fit). trtllm's cost by layer is in its fit but may come out 0 (forty-seventh round: with the
+    # overlap scheduler's step of fetch lag priced, kvplan.engines.scheduler.fetch_lag_steps, the fit takes it to 0)
     sets = json.loads((Path(speed.__file__).with_name("coefficients.json")).read_text())["engines"]
+    assert "player" not in unused_terms("trtllm") and "player" in unused_terms("trtllm-engine")
     for key, entry in sets.items():
         fitted, by_layer = entry["coefficients"]["pstep"], entry["coefficients"]["player"]
         assert (fitted > 0) if key.startswith("sglang") else (fitted == 0.0), key
-        assert (by_layer > 0) if key == "trtllm" else (by_layer == 0.0), key
+        assert by_layer >= 0.0 if key == "trtllm" else (by_layer == 0.0), key
         by_moe = entry["coefficients"]["pmoe"]  # a cost per MoE layer of a prefill step: SGLang's and trtllm's sets
         assert (by_moe > 0) if key.startswith("sglang") or key == "trtllm" else (by_moe == 0.0), key
 

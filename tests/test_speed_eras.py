@@ -171,7 +171,8 @@ def test_the_shipped_eras_share_what_they_should():
     own = {"request", "layer", "weights", "experts", "grouped", "player", "pmoe"}
     assert {t for t in engine if engine[t] != torch[t]} <= own
     assert engine["step"] == torch["step"]  # the flat cost a step is shared; the engines' own is per layer
-    assert engine["player"] == 0 < torch["player"] and engine["pstep"] == torch["pstep"] == 0
+    # (the PyTorch backend's `player` is fitted, and came out 0 once its overlap scheduler's fetch lag was priced)
+    assert engine["player"] == 0 <= torch["player"] and engine["pstep"] == torch["pstep"] == 0
     assert engine["pmoe"] == 0 < torch["pmoe"]  # and per MoE layer of that eager step
     assert engine["grouped"] != torch["grouped"]  # the engines' MoE (MLPerf's Mixtral, DeepSeek-R1) fitted apart
     assert engine["request"] < torch["request"]  # the C++ executor's requests cost the step loop less

@@ -37,7 +37,8 @@ from kvplan.core.errors import KvplanError
 from kvplan.engines import configure
 from kvplan.engines.joining import joins_after_prefill
 from kvplan.engines.capacity_policy import preempts_on_growth
-from kvplan.engines.scheduler import (balance_iters, batch_wait_opts, budget_bound, limits, lockstep_mixed,
+from kvplan.engines.scheduler import (balance_iters, batch_wait_opts, budget_bound, fetch_lag_steps, limits,
+                                      lockstep_mixed,
                                       lockstep_workers, mixed_chunk, model_limits, poll_wait_steps,
                                       prefill_first_release, resident_context, runs_waves, shares_budget,
                                       whole_prompt_budget, worker_chunk)
@@ -99,6 +100,7 @@ class Running(NamedTuple):
     balance: tuple | None = None  # attention-DP balancing's (timeout, batching wait) iterations (case_balance)
     batch_wait: tuple | None = None  # batch waiting's (timeout iterations, max tokens ratio): batch_wait_opts
     poll_wait: float = 0.0  # decode steps an arriving request waits for the scheduler's next poll (case_poll_wait)
+    fetch_lag: float = 0.0  # decode steps more it waits, fetched as the step before its own starts (case_fetch_lag)
     packed: bool = False  # a prefill step packs whole prompts up to `chunk`, the server's length (case_packed)
     ssm_dtype: str = ""  # the dtype the engine's state pool holds the recurrent states in (case_ssm_dtype)
     joins_late: bool = False  # a request joins the running batch after its prefill batch (joins_after_prefill)
@@ -174,21 +176,29 @@ def case_poll_wait(case) -> float:
     return poll_wait_steps(case.engine, case.flags, case.dp > 1 and attention_dp(case))
 
 
+def case_fetch_lag(case) -> float:
+    """Decode steps a request of `case` arriving while its engine decodes waits because the executor fetches new
+    requests before the running step ends (kvplan.engines.scheduler.fetch_lag_steps): only on the backend that runs
+    that loop, TensorRT-LLM's PyTorch backend (its current era's set: kvplan.speed.eras puts its TensorRT-engine runs
+    and releases before 1.0, C++ executors that fetch after each step, in sets of their own)."""
+    return fetch_lag_steps(case.engine, case.flags, case.pp) if case.era == case.engine else 0.0
+
+
 def running(case, spec, gpu) -> Running | None:
     """The engine's running cap and prefill chunk for a corpus case (kvplan.speed.corpus.Case) on `spec`
     and `gpu`, one replica's, or None where the engine's rules do not take the setting (attention-DP ranks); with
     its attention-DP balancing (`case_balance`), batch waiting (batch_wait_opts), its scheduler's polling wait
     (`case_poll_wait`), its state pool's dtype (`case_ssm_dtype`) and when a request joins its running batch
     (joins_after_prefill) wherever they apply, sized or not (scheduler rules and the pool's type, not memory)."""
-    got, held, poll = sized(case, spec, gpu), case_balance(case), case_poll_wait(case)
+    got, held, poll, lag = sized(case, spec, gpu), case_balance(case), case_poll_wait(case), case_fetch_lag(case)
     ssm, late, lock = case_ssm_dtype(case, spec, gpu), joins_after_prefill(case.engine), case_lockstep(case, spec)
     graph, wait = case_prefill_graph(case, spec, gpu), batch_wait_opts(case.engine, case.flags, attention_dp(case))
     if lock > 1:  # lockstep workers, sized or not: how their steps pace each other is the scheduler's
         got = (got or Running(None, None))._replace(lockstep=lock, lock_mixed=case_lock_mixed(case))
-    if held is None and not poll and not ssm and not late and not graph and wait is None:
+    if held is None and not poll and not lag and not ssm and not late and not graph and wait is None:
         return got
-    return (got or Running(None, None))._replace(balance=held, poll_wait=poll, ssm_dtype=ssm, joins_late=late,
-                                                 prefill_graph=graph, batch_wait=wait)
+    return (got or Running(None, None))._replace(balance=held, poll_wait=poll, fetch_lag=lag, ssm_dtype=ssm,
+                                                 joins_late=late, prefill_graph=graph, batch_wait=wait)
 
 
 def sized(case, spec, gpu) -> Running | None:

@@ -42,6 +42,7 @@ class Load:
     balance: tuple | None = None  # attention-DP balancing's (timeout, batching wait) iterations: kvplan.speed.balance
     batch_wait: tuple | None = None  # batch waiting's (timeout iterations, max tokens ratio): kvplan.speed.balance
     poll_wait: float = 0.0  # decode steps a spread arrival waits for the scheduler's poll (`poll`, module docstring)
+    fetch_lag: float = 0.0  # decode steps more it waits, fetched as the step before its own starts (`poll`, likewise)
     packed: bool = False  # a prefill step packs whole prompts up to `chunk`, the server's length: vLLM's V0 on MLA
     joins_late: bool = False  # a request joins the running batch after its prefill batch (SGLang), not when scheduled
     mixed: bool = False  # the step budget takes the running decodes first: kvplan.engines.scheduler.shares_budget

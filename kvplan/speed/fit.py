@@ -144,7 +144,7 @@ class Built:
         if engine is not None:
             self.load = replace(self.load, cap=engine.cap or self.load.cap, chunk=engine.chunk or self.load.chunk,
                                 waves=engine.waves, lockstep=engine.lockstep, lock_mixed=engine.lock_mixed,
-                                recompute=engine.recompute,
+                                recompute=engine.recompute, fetch_lag=engine.fetch_lag,
                                 balance=engine.balance, poll_wait=engine.poll_wait, packed=engine.packed,
                                 joins_late=engine.joins_late, mixed=engine.mixed, batch_wait=engine.batch_wait)
 

@@ -68,6 +68,11 @@ seconds:
                            the n steps, G = 1 + n x B / osl (balance.polled), wait and group alike: a closed loop's
                            of more than one (the steady state at the cap too), an open loop's, not a burst's (N <= c,
                            batch_and_mode's: queued before the start), a wave's or a lone one (it idles)
+  fetch lag (`fetch_lag`)  an executor that fetches new requests and launches step n + 1 before step n ends
+                           (TensorRT-LLM's PyTorch backend's overlap scheduler, on by default:
+                           scheduler.fetch_lag_steps) takes a request that arrives while it decodes in one step late:
+                           one decode step more before its prefill, in TTFT and E2E, under the poll's exclusions
+                           (not a burst, a wave or a lone request); no larger group (it still fetches every step)
   open loop at rate r      as a closed loop of c = r x (E2E - W) requests (Little's law over the running set, E2E
                            and W from the previous estimate: kvplan.speed.fit.settle iterates it to its fixed
                            point), W the `waiting` before a request's first scheduled step (the arrival wait, the
@@ -275,7 +280,7 @@ def later_request(load: Load, b: float, g: float, burst: bool, first: tuple) -> 
     steps (balancing's, the poll's, the missed step's), the missed step, its prefill (its group's; waves: `first`)."""
     steps, held = max(1.0, -(-g * load.isl // load.chunk)), held_steps(load, b)
     turn = missed_step(b, g, steps) if replaces(load, burst) else (0.0, 0.0)  # the step a replacement missed
-    before, own = held + poll_steps(load, burst) + turn[0], first if in_waves(load) else (0.0, steps, 1.0)
+    before, own = held + poll_steps(load, burst, True) + turn[0], first if in_waves(load) else (0.0, steps, 1.0)
     return (own[0], own[1] + before, own[2] + turn[1]), before, turn
 
 
@@ -295,12 +300,13 @@ def replaces(load: Load, burst: bool) -> bool:
     return (load.concurrency or 0) > load.dp and not (at_rate(load) or burst or in_waves(load) or load.drawn)
 
 
-def poll_steps(load: Load, burst: bool = False) -> float:
-    """Decode steps a spread arrival waits for its engine's scheduler to poll (`poll_wait`; the module's docstring):
-    none in a burst (every request queued before the run starts), in waves or in a closed loop of one request, whose
+def poll_steps(load: Load, burst: bool = False, lag: bool = False) -> float:
+    """Decode steps a spread arrival waits for its engine's scheduler to poll (`poll_wait`; the module's docstring),
+    and with `lag` the step more an executor that fetches before the running step ends keeps it (`fetch_lag`): none
+    in a burst (every request queued before the run starts), in waves or in a closed loop of one request, whose
     arrivals find the engine idle, polling every pass."""
     alone = load.concurrency is not None and load.concurrency <= 1 and not at_rate(load)
-    return 0.0 if burst or alone or in_waves(load) else load.poll_wait
+    return 0.0 if burst or alone or in_waves(load) else load.poll_wait + (load.fetch_lag if lag else 0.0)
 
 
 def gap(load: Load, e2e: tuple, ttft: tuple, k: float) -> tuple:

@@ -38,8 +38,7 @@ from kvplan.engines import configure
 from kvplan.engines.joining import joins_after_prefill
 from kvplan.engines.capacity_policy import preempts_on_growth
 from kvplan.engines.scheduler import (balance_iters, batch_wait_opts, budget_bound, fetch_lag_steps, limits,
-                                      lockstep_mixed,
-                                      lockstep_workers, mixed_chunk, model_limits, poll_wait_steps,
+                                      lockstep_mixed, lockstep_workers, mixed_chunk, model_limits, poll_wait_steps,
                                       prefill_first_release, resident_context, runs_waves, shares_budget,
                                       whole_prompt_budget, worker_chunk)
 from kvplan.engines.trtllm.bench import BUILD_FRACTION as TRTLLM_BUILD_FRACTION, KV_FRACTION as TRTLLM_KV_FRACTION

@@ -241,17 +241,17 @@ def poll_wait_steps(engine: str | None, flags: Mapping, attention_dp: bool = Fal
     return max(0.0, (int(value) - 1) / 2)
 
 
-
 # Engines whose executor overlaps its host work with the GPU's step by default, and the option that turns it off:
-# TensorRT-LLM's PyTorch backend, `disable_overlap_scheduler` (default False: docs/source/features/overlap-scheduler.md,
-# "Enabled by default", whose tradeoff "introduces one extra decoding step"). Its loop (`_executor_loop_overlap`,
-# tensorrt_llm/_torch/pyexecutor/py_executor.py) fetches new requests and schedules step n + 1 (`_prepare_and_schedule_
-# batch`), launches it, and only then waits for step n to end and hands out its responses (`_update_requests`,
-# `_process_previous_batch`), so the next fetch comes as step n + 1 starts: a request that reaches the executor while
-# it decodes is taken in one step later than by a loop that fetches after each step (vLLM's, the C++ executor's
-# `executionLoop`), and waits one whole decode step more before its prefill (`fetch_lag_steps`). Pipeline
-# parallelism runs another loop (`self.event_loop = self._executor_loop_pp` where `pp_size > 1`, PyExecutor.__init__),
-# not read here.
+# TensorRT-LLM's PyTorch backend, `disable_overlap_scheduler` (default False; "Enabled by default", its tradeoff
+# "introduces one extra decoding step": NVIDIA/TensorRT-LLM@081661b76c54f3516a894b682f1f15ceb7d3a03c:docs/source/
+# features/overlap-scheduler.md). Its loop (`_executor_loop_overlap`, tensorrt_llm/_torch/pyexecutor/py_executor.py as
+# the code index holds it, 1.x, no commit pinned) fetches new requests and schedules step n + 1
+# (`_prepare_and_schedule_batch`), launches it, and only then waits for step n to end and hands out its responses
+# (`_update_requests`, `_process_previous_batch`), so the next fetch comes as step n + 1 starts: a request that
+# reaches the executor while it decodes is taken in one step later than by a loop that fetches after each step
+# (vLLM's, the C++ executor's `executionLoop`), and waits one whole decode step more before its prefill
+# (`fetch_lag_steps`). Pipeline parallelism runs another loop (`self.event_loop = self._executor_loop_pp` where
+# `pp_size > 1`, PyExecutor.__init__), not read here.
 OVERLAP_OFF = {"trtllm": "disable_overlap_scheduler"}
 
 
@@ -264,6 +264,7 @@ def fetch_lag_steps(engine: str | None, flags: Mapping, pp: int = 1) -> float:
     if key is None or pp > 1:
         return 0.0
     return 0.0 if str(dict(flags or {}).get(key, "")).lower() == "true" else 1.0
+
 
 # Engines whose attention-DP workers each take the stated prefill chunk over the workers: SGLang's
 # chunked_prefill_size // dp_size under DP attention (kvplan.engines.sglang.admission, DP_ATTENTION_CONSERVATIVENESS's

@@ -29,6 +29,7 @@ from kvplan.speed.frontend import divisor_row, front_share, ingress_queue, ingre
 from kvplan.speed.bench_load import decode_context
 from kvplan.speed.load import combos, seconds, value
 from kvplan.speed.mlaform import as_run
+from kvplan.speed.overlap import run_overlaps
 from kvplan.speed.model import decode_features, gemm_kernels, nccl_only, prefill_features, priced
 from kvplan.speed.recency import weights as recency_weights
 from kvplan.speed.robust import robust
@@ -110,7 +111,7 @@ class Built:
                                    kv_dtype=_kv(case.kv_dtype), dp=case.dp, engine=case.engine, date=case.date,
                                    version=case.version, prefix_cache=prefix_cache(case),
                                    attention_backend=attention_backend(case), attention_dp=attention_dp(case),
-                                   compute=stated_dtype(case.flags),
+                                   compute=stated_dtype(case.flags), host_overlap=run_overlaps(case),  # no `step`
                                    prefill_graph=bool(engine and engine.prefill_graph))  # no MoE launch cost
         except Exception as e:  # noqa: BLE001 - a point kvplan cannot plan is skipped with its reason
             self.why = f"not plannable: {type(e).__name__}"

@@ -41,6 +41,7 @@ from kvplan.speed.mlaform import as_run, mla_heads_per_rank
 from kvplan.speed.model import (absorbed_prefill, custom_allreduce_bytes, engine_key, gemm_kernels,
                                 measured_allreduce_kernel)
 from kvplan.speed.mxfp4 import moe_block_m, mxfp4_precision
+from kvplan.speed.overlap import overlaps_host
 from kvplan.speed.recurrent import recurrent_flops
 from kvplan.speed.allreduce import allreduce_table, fabric_latency, link
 from kvplan.speed.terms import Shape, gemm_rate
@@ -75,7 +76,8 @@ def weight_dtype_of(name: str | None) -> str | None:
 def shape_for(spec, gpu, *, tp: int = 1, ep: int = 1, weight_dtype: str | None = None,
               kv_dtype: str | None = None, dp: int = 1, engine: str | None = None, date: str | None = None,
               version: str | None = None, prefix_cache: bool = True, attention_backend: str | None = None,
-              attention_dp: bool = False, compute: str | None = None, prefill_graph: bool = False) -> Shape:
+              attention_dp: bool = False, compute: str | None = None, prefill_graph: bool = False,
+              host_overlap: bool | None = None) -> Shape:
     """The Shape of `spec` on `gpu` at tensor parallelism `tp`, expert parallelism `ep` and `dp`
     data-parallel replicas; under `engine` llama.cpp (a build of `date`, None: current) with its GEMM paths, under an
     engine whose MXFP4 MoE kernels kvplan.speed.mxfp4 reads (release `version`, None: current) at their precision;
@@ -83,13 +85,15 @@ def shape_for(spec, gpu, *, tp: int = 1, ep: int = 1, weight_dtype: str | None =
     (kvplan.speed.model.absorbed_prefill), through the `attention_backend` the run names (None: the default);
     `attention_dp`: the dp replicas are attention-DP ranks of one engine, counted in its tp size
     (mla_heads_per_rank); `compute`: the 16-bit dtype the run states (on_gpu); `prefill_graph`: the engine replays its
-    prefill steps from a CUDA graph (Shape.prefill_graph). An MLA model under a release with no MLA kernel is priced
-    as it runs, decompressed (kvplan.speed.mlaform.as_run)."""
+    prefill steps from a CUDA graph (Shape.prefill_graph); `host_overlap`: the engine schedules a step while the GPU
+    runs the last (Shape.host_overlap; None: the release's default, kvplan.speed.overlap). An MLA model under a
+    release with no MLA kernel is priced as it runs, decompressed (kvplan.speed.mlaform.as_run)."""
     spec = as_run(spec, engine, version)
-    return on_gpu(model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype, dp=dp), spec, gpu,
-                  weight_dtype, engine=engine, date=date, version=version, prefix_cache=prefix_cache,
-                  attention_backend=attention_backend, tp_size=tp * dp if attention_dp else tp, compute=compute,
-                  prefill_graph=prefill_graph)
+    s = on_gpu(model_terms(spec, tp=tp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype, dp=dp), spec, gpu,
+               weight_dtype, engine=engine, date=date, version=version, prefix_cache=prefix_cache,
+               attention_backend=attention_backend, tp_size=tp * dp if attention_dp else tp, compute=compute,
+               prefill_graph=prefill_graph)
+    return replace(s, host_overlap=overlaps_host(engine, version) if host_overlap is None else host_overlap)
 
 
 def attention_flops(layers, heads: int, tp: int) -> tuple[float, float, tuple, float]:

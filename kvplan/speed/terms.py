@@ -53,7 +53,8 @@ the order of `TERMS`:
   latency    collective calls x the link's latency per call (NCCL's ring model, below; where the engine runs a
              one-kernel custom all-reduce on a fully connected fabric, its tensor-parallel calls below the kernel's
              size limit at `fabric_latency`, flat in n: kvplan.speed.model.CUSTOM_ALLREDUCE)
-  step       1 (seconds per step: scheduling, launches, sampling)
+  step       1 (seconds per step: scheduling, launches, sampling); 0 where the engine schedules the next step while
+             the GPU runs this one (`host_overlap`: vLLM's async scheduling, kvplan.speed.overlap)
   layer      layers on the rank (seconds per layer per step; none where llama.cpp replays the step's graph: ggml_graph)
   seq        sequences in the step (seconds per sequence per step)
   request    1 for a request's prefill (seconds per request: tokenising, admission, detokenising)
@@ -148,6 +149,7 @@ class Shape:
     score_bytes_per_flop: float = 0.0  # attention scores materialized (llama.cpp without FlashAttention): kv term
     prefill_graph: bool = False  # prefill steps replay a CUDA graph, MoE blocks inside it: no `pmoe` launch cost
     graph_tokens: int = 0  # llama.cpp: steps of at most this many tokens replay a CUDA / HIP graph, no `layer` cost
+    host_overlap: bool = False  # the host's work a step overlaps the GPU's (vLLM's async scheduling): no `step` cost
 
 
 def path_at(s: Shape, per_step: float) -> tuple[float, float]:
@@ -233,7 +235,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         else 0.0,
         comm,
         lat,
-        steps,
+        0.0 if s.host_overlap else steps,  # kvplan.speed.overlap
         0.0 if replays_graph(s, per_step) else s.layers * steps,  # else launched from the host
         seqs * steps if seq_steps is None else seq_steps,
         request,

@@ -107,6 +107,10 @@ class Running(NamedTuple):
     limit: float | None = None  # a running limit, the pool not sized here: the fit's pool binds within it (unsized)
     free_share: float = 0.0  # the share of the memory free after loading that the fit's pool takes (unsized)
     mixed: bool = False  # the step budget takes the running decodes before waiting prompts (sized, shares_budget)
+    graph_context: int = 0  # vLLM V0: decode steps within this cached context replay a CUDA graph (case_graph)
+
+
+V0_CAPTURE_LEN = 8192  # vLLM V0's max_seq_len_to_capture default (engine/arg_utils.py, 0.5-0.7)
 
 
 def case_waves(case, spec=None, v1: bool | None = None) -> bool:
@@ -255,11 +259,21 @@ def sized(case, spec, gpu) -> Running | None:
         mean, redo = cohort(held * context, n, load.isl, load.osl)
         cap = min(cap, mean) if redo else cap  # (n, 0): nothing preempted, the cap as it was
     v1 = getattr(st, "v1", None)  # vLLM's engine for this run (None: another engine's settings)
-    whole = case_packed(case, spec, opts, v1)  # V0's budget is the server's length, not the resident one priced here
-    waves = case_waves(case, spec, v1)
+    whole, waves = case_packed(case, spec, opts, v1), case_waves(case, spec, v1)  # V0's budget: the server's length
     # decodes first in the step budget (shares_budget), not in V0's packed or unchunked prefill steps, nor in waves
-    return Running(cap, whole or chunk, waves, recompute=redo, packed=bool(whole),
-                   mixed=shares_budget(case.engine) and not (whole or waves or (v1 is False and not st.v0_chunked)))
+    mixed = shares_budget(case.engine) and not (whole or waves or (v1 is False and not st.v0_chunked))
+    return Running(cap, whole or chunk, waves, recompute=redo, packed=bool(whole), mixed=mixed,
+                   graph_context=case_graph(case, spec) if v1 is False else 0)
+
+
+def case_graph(case, spec) -> int:
+    """The cached context past which a vLLM V0 decode step runs eagerly: max_seq_len_to_capture as the run states it,
+    else V0's default 8,192, within the server's length (V0 `config.py` ModelConfig: min(max_seq_len_to_capture,
+    max_model_len); `worker/model_runner.py`: a graph only while max_decode_seq_len <= it). An enforce_eager run is
+    not in the corpus (kvplan.speed.corpus skips it)."""
+    flags = case.flags or {}
+    stated = next((flags[k] for k in ("max_seq_len_to_capture", "max-seq-len-to-capture") if flags.get(k)), None)
+    return int(min(int(stated or V0_CAPTURE_LEN), spec.max_model_len or float("inf")))
 
 
 def unsized(case, tool: tuple[int, int] | None) -> Running | None:

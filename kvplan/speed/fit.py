@@ -132,8 +132,8 @@ class Built:
         if gemm_kernels(case.engine) == "ggml" and materializes_scores(case.flags, case.date):  # no FlashAttention
             self.shape = replace(self.shape, score_bytes_per_flop=score_bytes_per_flop(spec, case.tp,
                                                                                          s.attn_flops_per_pair))
-        if own_moe_kernel(case):  # TensorRT-LLM-gen's, triton_kernels': not the kernel the set's `grouped` t0 fits
-            self.shape = replace(self.shape, grouped_shortfall=False)
+        self.shape = replace(self.shape, grouped_shortfall=self.shape.grouped_shortfall and not own_moe_kernel(case),
+                             graph_context=float(engine.graph_context) if engine else 0.0)  # V0's: replays_graph
         room = pool_room(case, gpu, s, engine)
         per_seq = max(1, s.kv_bytes_per_token) * max(1.0, load.isl + load.osl) + s.state_bytes_per_seq
         limit = case.max_seqs or (engine.limit if engine is not None else None) or DEFAULT_MAX_SEQS[case.engine]

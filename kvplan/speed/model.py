@@ -317,9 +317,10 @@ class StepModel:
                                              * measured_allreduce(s.allreduce, tokens * s.hidden * ACT_BYTES))
         return hit
 
-    def launches(self, tokens: float) -> float:
-        """The `layer` term of a step of `tokens`: none where it replays a graph (Shape.graph_tokens, as features)."""
-        return 0.0 if replays_graph(self.shape, tokens) else self.launch
+    def launches(self, tokens: float, seqs: float = 0.0, context: float = 0.0) -> float:
+        """The `layer` term of a step of `tokens` (of `seqs` sequences holding `context` cached tokens): none where it
+        replays a graph (terms.replays_graph, as features)."""
+        return 0.0 if replays_graph(self.shape, tokens, seqs, context) else self.launch
 
     def experts(self, tokens: float) -> float:
         hit = self._experts.get(tokens)
@@ -338,8 +339,9 @@ class StepModel:
 
     def step(self, tokens: float, seqs: float, context: float, pairs: float, new: float = 0, *,
              prefill_pairs: float = 0.0, prefill_context: float = 0.0) -> float:
-        t = (self.base + self.launches(tokens) + self.per_token * tokens + self.per_seq * seqs + self.per_ctx * context
-             + self.per_pair * pairs + self.per_prefill_pair * prefill_pairs + self.per_new * new)
+        t = (self.base + self.launches(tokens, seqs, context) + self.per_token * tokens + self.per_seq * seqs
+             + self.per_ctx * context + self.per_pair * pairs + self.per_prefill_pair * prefill_pairs
+             + self.per_new * new)
         if prefill_context and self.shape.decompress_flops:
             rate = path_at(self.shape, tokens)[0]  # the Shape's GEMM rate, or its path's at this many tokens
             t += self._c["gemm"] * gemm_seconds(self.shape, 0.0, prefill_context, rate)  # the cached tokens' kv_b_proj
@@ -362,7 +364,7 @@ class StepModel:
 
     def decode(self, seqs: int):
         """A function of the cached context: a decode-only step of `seqs` sequences."""
-        if self.windows or self.topk or self.pair_topk:
+        if self.windows or self.topk or self.pair_topk or self.shape.graph_context:
             return lambda context: self.step(seqs, seqs, context, float(context + seqs))
         fixed = self.base + self.launches(seqs) + (self.per_token + self.per_seq + self.per_pair) * seqs
         if self.shape.paths:

@@ -150,6 +150,8 @@ class Shape:
     prefill_graph: bool = False  # prefill steps replay a CUDA graph, MoE blocks inside it: no `pmoe` launch cost
     graph_tokens: int = 0  # llama.cpp: steps of at most this many tokens replay a CUDA / HIP graph, no `layer` cost
     host_overlap: bool = False  # the host's work a step overlaps the GPU's (vLLM's async scheduling): no `step` cost
+    graph_context: float = 0.0  # vLLM V0: decode steps whose sequences hold at most this many cached tokens on mean
+    # replay a CUDA graph, no `layer` cost (max_seq_len_to_capture); 0: every step launched from the host
 
 
 def path_at(s: Shape, per_step: float) -> tuple[float, float]:
@@ -179,8 +181,13 @@ def measured_tp(s: Shape) -> bool:
     return s.tp > 1 and bool(s.allreduce) and not s.fused_allreduce
 
 
-def replays_graph(s: Shape, tokens: float) -> bool:
-    """Whether a step of `tokens` replays a captured graph (Shape.graph_tokens), so launches no `layer` cost."""
+def replays_graph(s: Shape, tokens: float, seqs: float = 0.0, context: float = 0.0) -> bool:
+    """Whether a step of `tokens` replays a captured graph, so launches no `layer` cost: llama.cpp's up to
+    Shape.graph_tokens; vLLM V0's decode-only step (a token a sequence) of `seqs` sequences holding `context` cached
+    tokens while their mean is within Shape.graph_context (V0's model runner replays a graph only for a decode batch
+    whose longest sequence is within max_seq_len_to_capture: the mean stands for it)."""
+    if s.graph_context:
+        return 0 < tokens <= seqs and context <= s.graph_context * seqs
     return bool(s.graph_tokens) and tokens <= s.graph_tokens
 
 
@@ -205,7 +212,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
     attn = (s.attn_flops_per_pair * (pairs - prefill_pairs) / s.bf16_rate + prefill_width(s) * prefill_pairs
             / (s.prefill_attn_rate or s.bf16_rate) - capped * capped_pair_seconds(s, pairs, prefill_pairs)
             if s.bf16_rate else 0.0)  # a prefill query's pairs at its own rate (FP8 context FMHA), if any
-    per_step = tokens / steps
+    per_step, per_seqs = tokens / steps, seqs if seq_steps is None else seq_steps / steps
     if s.score_bytes_per_flop:  # the scores' bytes, a micro-batch's masked pairs too (kvplan.speed.ggml)
         q = tokens / max(1.0, steps * seqs)  # one sequence's tokens a step
         kv += s.score_bytes_per_flop * (s.attn_flops_per_pair * (pairs + tokens * (q - 1) / 2) - capped)
@@ -236,7 +243,7 @@ def features(s: Shape, tokens: float, seqs: float, context: float, pairs: float,
         comm,
         lat,
         0.0 if s.host_overlap else steps,  # kvplan.speed.overlap
-        0.0 if replays_graph(s, per_step) else s.layers * steps,  # else launched from the host
+        0.0 if replays_graph(s, per_step, per_seqs, context / steps) else s.layers * steps,  # else launched by the host
         seqs * steps if seq_steps is None else seq_steps,
         request,
         prefill_steps,

@@ -46,3 +46,25 @@ def test_a_pcie_nvl_pair_is_said_to_be_uncertain():
     assert "unless the release's supports_mnnvl refuses PCIe NVL cards" in bridged
     assert "the MNNVL method)" in board and "unless" not in board
     assert note(oss, find_gpu("l40s"), dep) is None  # PCIe only: no NVLink links to be up
+
+
+def test_the_comm_workspace_by_form_from_the_cpp_source():
+    # moeCommKernels.h (NVIDIA@0cfd1aa9): RECV_FIFO_DEPTH 8 x RECV_FIFO_ENTRY_BYTES 256 KiB = 2,097,152 B a FIFO,
+    # CHANNEL_COUNT 8, one ALIGN_256 MoeCommFifoConnInfo (256 B) beside each: at ep 8, 8 x 8 x (2,097,152 + 256)
+    # = 64 x 2,097,408 = 134,234,112 B
+    from kvplan.engines.trtllm.alltoall import channels, workspace_bytes, workspace_range
+    assert workspace_bytes("fixed", 8, 132) == 134_234_112
+    # computeMoeCommChannelCount on 132 SMs at ep 8: blocks a channel 2 x ceil(8 / 8) = 2; 132 / 2 / 2 = 33; at ep 16:
+    # 2 x 2 = 4, 132 / 2 / 4 = 16 (int division); on 2 SMs, 2 / 2 / 2 = 0 -> at least 1
+    assert channels(8, 132) == 33 and channels(16, 132) == 16 and channels(8, 2) == 1
+    # the SM form (zongfeijing@5c3df8db): 8 x 33 x 2,097,408 = 553,715,712 B; the fused form (fusedMoeCommKernels.h,
+    # NVIDIA@0272643a): FIFO_DEPTH 4 x 256 KiB = 1,048,576 B plus two 256 B infos: 8 x 33 x 1,049,088 = 276,959,232 B
+    assert workspace_bytes("by SM", 8, 132) == 553_715_712
+    assert workspace_bytes("fused", 8, 132) == 276_959_232
+    # a B200's 148 SMs (profile): 148 / 2 / 2 = 37 channels; the SM form 8 x 37 x 2,097,408 = 620,832,768 B
+    assert workspace_range(8, find_gpu("b200")) == (134_234_112, 620_832_768)
+
+
+def test_the_note_gives_the_forms_range_on_the_gpu():
+    # H200 (132 SMs) at ep 8: 134,234,112 B = 128.02 MiB -> "128"; 553,715,712 B = 528.06 MiB -> "528"
+    assert any("128 to 528 MiB" in w for w in _warnings("gpt-oss-120b"))

@@ -126,6 +126,38 @@ def test_the_plan_reads_the_release_as_the_speed_side_does():
 
     fork = "0.8.2+g21f6ca217"
     mi300x = find_gpu("mi300x")
-    assert not runs_custom_allreduce_on_amd("vllm", "0.8.2", mi300x)
-    assert runs_custom_allreduce_on_amd("vllm", fork, mi300x)
+    assert not runs_custom_allreduce_on_amd("vllm", "0.8.2", mi300x, 8)
+    assert runs_custom_allreduce_on_amd("vllm", fork, mi300x, 8)
     assert overhead(fork) - overhead("0.8.2") == 18_874_368
+
+
+def test_the_fork_build_turns_it_off_on_mi250_and_on_navi_at_two():
+    # ROCm/vllm@21f6ca217 vllm/config.py L1388-1398: `is_mi250() and tensor_parallel_size > 1` (gcnArchName holds
+    # "gfx90a", utils.py L495-501) and `is_navi() and tensor_parallel_size <= 2` ("gfx1", L1700-1707) set
+    # disable_custom_all_reduce; nothing else tests the GPU. Legacy window, one node: built, the legacy 143 MiB =
+    # 149,946,368 B; not built, 143 - 18 = 125 MiB = 131,072,000 B
+    from kvplan.speed.amd_allreduce import runs_custom_allreduce_on_amd
+    fork = "0.7.3.dev138+g21f6ca217"
+    mi250x, navi, mi100 = find_gpu("mi250x"), find_gpu("rx-7900-xtx"), find_gpu("mi100")
+    assert not runs_custom_allreduce_on_amd("vllm", fork, mi250x, 2)
+    assert not runs_custom_allreduce_on_amd("vllm", fork, mi250x, 8)
+    assert not runs_custom_allreduce_on_amd("vllm", fork, navi, 2)
+    assert runs_custom_allreduce_on_amd("vllm", fork, navi, 4)  # gfx1100 at tp 4: the fork's test passes
+    assert runs_custom_allreduce_on_amd("vllm", fork, mi100, 2)  # gfx908 is neither
+    assert non_torch(2, 1, fork, gpu=mi250x, node=8) == 131_072_000
+    assert non_torch(2, 1, fork, gpu=navi, node=8) == 131_072_000
+    assert non_torch(2, 1, fork, gpu=mi100, node=8) == 149_946_368
+    assert non_torch(2, 1, "0.7.3", gpu=mi100, node=8) == 131_072_000  # upstream 0.7.3: off on ROCm
+
+
+def test_speed_and_memory_read_the_fork_rule_alike():
+    # the speed side's custom all-reduce limit (kvplan.speed.model.custom_allreduce_bytes): 0 where the kernel is off
+    # (RCCL takes every call), vLLM's 8 MiB = 8,388,608 B where it runs (CUSTOM_ALLREDUCE, tp 2)
+    from kvplan.speed.model import custom_allreduce_bytes
+    fork = "0.7.3.dev138+g21f6ca217"
+    assert custom_allreduce_bytes("vllm", 2, find_gpu("mi250x"), fork) == 0
+    assert custom_allreduce_bytes("vllm", 2, find_gpu("rx-7900-xtx"), fork) == 0
+    assert custom_allreduce_bytes("vllm", 2, find_gpu("mi100"), fork) == 8_388_608
+    # and the plan says why where it is off
+    from kvplan.engines.vllm.rocm_allreduce import note
+    assert "MI250" in note(find_gpu("mi250x"), 2, fork) and note(find_gpu("mi100"), 2, fork) is None

@@ -58,3 +58,23 @@ def test_tp_16_takes_the_tables_multi_node_entry_from_0_25_0():
     # nodes the quant slot is empty, 0.25.0 L200-205)
     assert ws((0, 24, 0), 16, 8192, GB200, node=4) == 0
     assert ws((0, 25, 0), 16, 8192, GB200, node=4) == 386 * MIB
+
+
+def test_the_fusion_tables_sm103_tp_8_row_and_sm107_row_by_release():
+    # vLLM's FI_ALLREDUCE_FUSION_MAX_SIZE_MB (PyPI sdists, compilation/passes/fusion/allreduce_rms_fusion.py L104-127):
+    # 103: {8: 2} in 0.25.0-0.28.0, {8: 4} from 0.29.0 (0.33.0 L119 "8: 4,  # 4MB"); a 107 row {2: 64, 4: 64, 8: 2}
+    # from 0.27.0 (none in 0.26.0)
+    from kvplan.engines.vllm.non_torch import fusion_max_mib
+    assert fusion_max_mib((0, 28, 0), 103, 8) == 2 and fusion_max_mib((0, 29, 0), 103, 8) == 4
+    assert fusion_max_mib((0, 33, 0), 103, 4) == 64 and fusion_max_mib((0, 33, 0), 100, 8) == 1
+    assert fusion_max_mib((0, 26, 0), 107, 8) is None and fusion_max_mib((0, 27, 0), 107, 8) == 2
+    assert fusion_max_mib((0, 33, 0), 107, 16) is None  # no multi-node entry in the 107 row
+
+
+def test_b300_tp_8_at_4_mib_still_one_512_mib_block():
+    # B300 (SM103) tp 8, H 8192 bf16, 0.29.0: T = 4 MiB / (8192 x 2) = 256; one-shot min(1 MiB // (8 x 2 x 8192) = 8,
+    # 256) x 8192 x 8 x 2 = 1 MiB; two-shot 2 x ceil(256 / 8) x 8 x 8192 x 2 = 8 MiB; 3 x 8 = 24 MiB (+ 2 KiB) -> one
+    # 512 MiB multicast block, as 0.28.0's 2 MiB row gave (T 128: 3 x 4 = 12 MiB -> 512): the row moves T, not bytes
+    assert buffer_bytes(8, 256, 8192, 2) == 8 * MIB and buffer_bytes(8, 128, 8192, 2) == 4 * MIB
+    b300 = find_gpu("b300")
+    assert ws((0, 29, 0), 8, 8192, b300) == ws((0, 28, 0), 8, 8192, b300) == 512 * MIB

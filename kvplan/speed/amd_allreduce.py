@@ -17,9 +17,13 @@ target is the profile's `compute_capability` as torch reports it, gfx94x as (9, 
 
 AMD's own fork (rocm/vllm images) enabled the kernel earlier (ROCm/vllm#27, 2024-05-30): a version whose local git
 hash is one of its builds read (AMD_FORK_BUILDS) keeps it (ROCm/vllm@21f6ca217b8af3b1864ce9734bfdd8f0bed926d6,
-branch deepseek_v3_dev, 2025-02-17, the rocm/vllm-dev vllm-ds3-staging-0217 image's "0.7.3.dev138+g21f6ca217":
-vllm/config.py L1388-1404 turns it off only on MI250 at tp > 1 and Navi at tp <= 2; that GPU test is not read
-here, so such a build keeps it on every AMD GPU); any other version is read as the upstream release it names.
+branch deepseek_v3_dev, 2025-02-17, the rocm/vllm-dev vllm-ds3-staging-0217 image's "0.7.3.dev138+g21f6ca217"),
+and turns it off on two GPU families alone (ParallelConfig.__post_init__, vllm/config.py L1388-1398, the same two
+tests again at L1400-1410): `is_mi250() and tensor_parallel_size > 1` and `is_navi() and tensor_parallel_size <= 2`,
+where is_mi250 is "gfx90a" in the device's gcnArchName and is_navi "gfx1" in it (vllm/utils.py L495-501,
+L1700-1707). So such a build runs it on every other AMD GPU (gfx908, gfx94x, gfx95x) and on an RDNA card (gfx1100)
+at tp 4 or more, never on an MI250X (FORK_OFF, read on the profile's gfx target); any other version is read as the
+upstream release it names. (Every upstream release read tests gcnArchName against its `supported_archs` instead.)
 
 SGLang's own CustomAllreduce sets `_MAX_CAR_SIZE = 2 * 8192 * 1024` on ROCm ("crossover is at 16MB buffer size for
 ROCm": sglang 0.5.5 wheel `srt/distributed/device_communicators/custom_all_reduce.py` L59, still there in 0.5.19 L45),
@@ -49,6 +53,9 @@ from kvplan.speed.eras import padded
 # {engine: ((the first release, the gfx targets it runs the kernel on as torch's (major, minor)), ...)}, oldest first
 CUSTOM_ALLREDUCE_AMD_TARGETS = {"vllm": (((0, 8, 3), ((9, 4),)), ((0, 9, 0), ((9, 4), (9, 5))))}
 AMD_FORK_BUILDS = {"vllm": ("21f6ca217",)}
+# The fork builds' GPU test (module docstring): {engine: ((gfx target prefix, the largest tp it is off at), ...)}
+FORK_OFF = {"vllm": (("gfx90a", None), ("gfx1", 2))}  # MI250 at every tp > 1; Navi at tp <= 2
+ASSUMED_GFX = "gfx90a"  # a profile without compute_capability: an AMD part before gfx942 (facts.ASSUMED_CAPABILITY)
 # {engine: ((first release, bytes from which RCCL takes the call), ...)}, oldest first; an engine not listed keeps the
 # CUDA table's limit (kvplan.speed.model.CUSTOM_ALLREDUCE)
 CUSTOM_ALLREDUCE_AMD = {"sglang": (((0, 0, 0), 2 * 8192 * 1024),  # its own CustomAllreduce on ROCm: below 16 MiB
@@ -77,12 +84,21 @@ def fork_build(key: str, version: str | None) -> bool:
     return bool(build) and any(build.startswith(b) for b in AMD_FORK_BUILDS.get(key, ()))
 
 
-def runs_custom_allreduce_on_amd(key: str, version: str | None, gpu) -> bool:
+def fork_turns_off(key: str, gpu, tp: int) -> bool:
+    """Whether a fork build of engine `key` turns its custom all-reduce off for `tp` ranks of `gpu` (FORK_OFF: the
+    profile's gfx target by prefix, as the fork's substring test reads gcnArchName)."""
+    gfx = str(getattr(gpu, "compute_capability", None) or ASSUMED_GFX)
+    return any(gfx.startswith(prefix) and (most is None or tp <= most) for prefix, most in FORK_OFF.get(key, ()))
+
+
+def runs_custom_allreduce_on_amd(key: str, version: str | None, gpu, tp: int) -> bool:
     """Whether release `version` (None: the current one) of the engine whose rules are `key` runs its custom
-    all-reduce on the AMD GPU of profile `gpu` (module docstring)."""
+    all-reduce among `tp` ranks of the AMD GPU of profile `gpu` (module docstring)."""
     archs = amd_targets(key, version)
-    if archs is None or fork_build(key, version):
+    if archs is None:
         return True
+    if fork_build(key, version):
+        return not fork_turns_off(key, gpu, tp)
     cap = capability_of(gpu)
     return cap is not None and tuple(cap) in archs
 

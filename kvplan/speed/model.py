@@ -144,7 +144,7 @@ def custom_allreduce_bytes(engine: str | None, tp: int, gpu=None, version: str |
     key = rules_key(engine)
     limit = CUSTOM_ALLREDUCE.get(key, {}).get(tp, 0) if custom else 0
     if limit and vendor_of(gpu) == "AMD":
-        return amd_custom_bytes(key, version, limit) if runs_custom_allreduce_on_amd(key, version, gpu) else 0
+        return amd_custom_bytes(key, version, limit) if runs_custom_allreduce_on_amd(key, version, gpu, tp) else 0
     return one_kernel_bytes(limit, tp, gpu, version, dtype) if key in SYMM_MEM_ENGINES else limit
 
 

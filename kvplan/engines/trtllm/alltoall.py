@@ -1,4 +1,4 @@
-"""TensorRT-LLM's MoE all-to-all under attention DP: when a rank allocates its workspace, said, not sized.
+"""TensorRT-LLM's MoE all-to-all under attention DP: a rank's comm workspace, booked where its form is known.
 
 Read in NVIDIA/TensorRT-LLM, code-index forms of the fused-MoE backends' static
 `select_alltoall_method_type(mapping, top_k, dtype, use_cuda_graph)` (`_torch/modules/fused_moe/`; not read tag by
@@ -11,18 +11,50 @@ which an HGX board's NVSwitch links are; one early form also asks for an aarch64
 and PCIe NVL SKUs), else DeepEP / DeepEP low-latency only where TRTLLM_CAN_USE_DEEP_EP=1 and deep_ep is installed
 (bf16). The MNNVL path's `MnnvlMoe.get_moe_workspaces(mapping)` allocates `MnnvlMemory(mapping,
 torch.ops.trtllm.get_moe_commworkspace_size_per_rank(mapping.moe_ep_size))` (fabric memory mapped over every ep rank;
-a prepare workspace beside it, `get_moe_prepare_workspace_size_per_rank`), sizes the C++ op computes
-(`getFusedMoeCommWorkspaceSize` in later forms: a channel count the kernel derives from the device's SM count, times a
-FIFO layout per release), which kvplan has not derived: none are booked, and a plan where the selection holds says so
-(`note`).
+a prepare workspace beside it, `get_moe_prepare_workspace_size_per_rank`). The size the C++ op returns, read in
+three code-index forms (round 47), by ep size E and the device's multiprocessor count S, each FIFO a (peer rank,
+channel) pair and one or two 256-byte `ALIGN_256` head/tail structs beside it:
+  * fixed: `getMoeCommWorkspaceSize` = 8 x 256 KiB x E x 8 + 256 x E x 8, eight channels whatever the GPU
+    (NVIDIA/TensorRT-LLM@0cfd1aa9e909e715e9ae68c1e1eca163134baf30 cpp/tensorrt_llm/kernels/moeCommKernels.h,
+    `RECV_FIFO_DEPTH = 8`, `RECV_FIFO_ENTRY_BYTES = 256 * 1024`, `CHANNEL_COUNT = 8`; #3504's era, April 2025);
+  * by SM: the same FIFOs over C = max(S // 2 // (2 x ceil(E / 8)), 1) channels ("use half SMs for
+    communication", `computeMoeCommChannelCount`; zongfeijing/TensorRT-LLM@5c3df8db7a94109fcd3cad6680ac2e7945879ba1,
+    the same path);
+  * fused (#6973, "Optimize and refactor alltoall in WideEP", reviewed 2025-08-20): `getFusedMoeCommWorkspaceSize`
+    = `computeWorkspaceSizePreRank(E, C)` = 4 x 256 KiB x E x C + 2 x 256 x E x C, C as above
+    (NVIDIA/TensorRT-LLM@0272643accfb0724eea9ca37763c57bbe9dbed2a cpp/tensorrt_llm/kernels/fusedMoeCommKernels.h,
+    `FIFO_DEPTH = 4`, `FIFO_ENTRY_BYTES = 256 * 1024`).
+`MnnvlMemory` then rounds the size up to the device's allocation granularity. At E 8 on 132 SMs (C 33): 128.02,
+528.06 and 264.13 MiB a rank.
+By release (the tags' commits: triton-inference-server/tensorrtllm_backend's `tensorrt_llm` submodule, v0.20.0
+7965842954628b0b5456a2f7d59786d3dcd41647, v0.21.0 b4b1185af320f109f4cb73b1505832dbc63042d7, v1.0.0
+ae8270b713446948246f16fadf4e2a32e35d0f62, none of whose files the code index holds; dates from a commit table of
+TensorRT-LLM's main in the code index): #6973 reached main on 2025-08-24 (19a0ea363b), after release/1.0 was cut
+(its review rule set up 2025-08-14, #6725; "release/1.0 retargeted" fixes from 2025-08-17, #6955) and before main
+bumped to 1.1.0rc2 (2025-08-31, #7394) and to 1.2.0rc0 (2025-09-29, #7941), when release/1.1 had left it. So 1.1.x
+carries the fused form (FUSED_LINE; 1.1.0 release candidates cut before 2025-08-24 read as 1.1.0 and are booked it,
+the safe side), and kvplan books its comm workspace there (`rank_bytes`): 1.0.x and before carry the fixed or the
+by-SM form (which, not read), and 1.2.x may pick the one-sided `MoeAlltoAll` instead (TensorRT-LLM#7499,
+"MnnvlThroughput AlltoAll", on main 2025-10-28; sized by ep x max tokens x hidden x dtype,
+`calculate_required_workspace_size`; renamed NVLINK_ONE_SIDED by #9329): there none is booked and the warning gives
+the forms' range on the GPU (`workspace_range`). Where it is booked, the prepare workspace
+(`get_moe_prepare_workspace_size_per_rank`, its form in 1.1.x not read) and the rounding are not: the warning says
+so (`note`).
 DeepSeek-V3 / Qwen3-235B (top-k 8) at ep 8 stay at NotEnabled (8 > 8 fails); gpt-oss (top-k 4) at ep 8 on an NVLink
 board selects MNNVL.
 """
 
 from __future__ import annotations
 
-from kvplan.hardware.facts import NVLINK_KINDS  # profiles whose GPUs have NVLink links to be up
+from kvplan.core.releases import release_of
+from kvplan.hardware.facts import ASSUMED_SM_COUNT, NVLINK_KINDS  # NVLINK_KINDS: GPUs with NVLink links to be up
 
+KIB = 1024
+FIFO_INFO = 256  # an ALIGN_256 struct of head and tail (uint64 each), padded to 256 B
+# The C++ op's forms (module docstring): (FIFO bytes a (peer, channel), FIFO-info structs a (peer, channel), channels
+# fixed or None where they come from the SM count)
+FORMS = {"fixed": (8 * 256 * KIB, 1, 8), "by SM": (8 * 256 * KIB, 1, None), "fused": (4 * 256 * KIB, 2, None)}
+FUSED_LINE = (1, 1)  # the release line that carries #6973's fused form and no one-sided backend (docstring)
 BRIDGED = "nvlink-bridge"  # PCIe NVL cards: a later supports_mnnvl refuses them, earlier forms do not (docstring)
 
 
@@ -33,14 +65,57 @@ def selects_alltoall(model, gpu, dep) -> bool:
     return dep.dp > 1 and dep.ep > top_k > 0 and getattr(gpu, "interconnect_kind", None) in NVLINK_KINDS
 
 
-def note(model, gpu, dep) -> str | None:
-    """The one-line statement of the all-to-all workspace kvplan does not book, where the selection holds; else None."""
+def channels(ep: int, sm_count: int) -> int:
+    """computeMoeCommChannelCount: half the SMs, two blocks (send, receive) a channel per eight peers, at least one."""
+    return max(sm_count // 2 // (2 * -(-ep // 8)), 1)
+
+
+def workspace_bytes(form: str, ep: int, sm_count: int) -> int:
+    """The comm workspace a rank in C++ form `form` (FORMS) at ep size `ep` on `sm_count` multiprocessors."""
+    fifo, infos, fixed = FORMS[form]
+    return ep * (fixed or channels(ep, sm_count)) * (fifo + infos * FIFO_INFO)
+
+
+def sm_count(gpu) -> int:
+    """The profile's multiprocessors, ASSUMED_SM_COUNT (an H100 SXM's) where it gives none."""
+    return getattr(gpu, "sm_count", None) or ASSUMED_SM_COUNT
+
+
+def workspace_range(ep: int, gpu) -> tuple[int, int]:
+    """The smallest and largest comm workspace a rank over the forms read, on the profile's SM count."""
+    sizes = [workspace_bytes(form, ep, sm_count(gpu)) for form in FORMS]
+    return min(sizes), max(sizes)
+
+
+def booked(version: str | None) -> bool:
+    """Whether the release's form is known and booked: the 1.1 line (FUSED_LINE; module docstring)."""
+    v = release_of(version)
+    return v is not None and v[:2] == FUSED_LINE
+
+
+def rank_bytes(model, gpu, dep, version: str | None) -> int:
+    """The comm workspace booked a rank: the fused form's where the selection holds on a 1.1.x release, else 0."""
+    if not (booked(version) and selects_alltoall(model, gpu, dep)):
+        return 0
+    return workspace_bytes("fused", dep.ep, sm_count(gpu))
+
+
+def note(model, gpu, dep, version: str | None = None) -> str | None:
+    """The one-line statement of the all-to-all workspace, booked (1.1.x) or not, where the selection holds; else
+    None."""
     if not selects_alltoall(model, gpu, dep):
         return None
     where = ("NVLink links up: the MNNVL method, unless the release's supports_mnnvl refuses PCIe NVL cards, as "
              "later forms do" if getattr(gpu, "interconnect_kind", None) == BRIDGED else
              "NVLink links up: the MNNVL method")
-    return (f"TensorRT-LLM's MoE all-to-all (attention DP, ep {dep.ep} above top-k {model.params.experts_per_token}, "
-            f"{where}) allocates a workspace per rank sized by its C++ "
-            "get_moe_commworkspace_size_per_rank, which kvplan does not read: not booked, so the pool is high by it "
-            "(kvplan.engines.trtllm.alltoall)")
+    head = (f"TensorRT-LLM's MoE all-to-all (attention DP, ep {dep.ep} above top-k {model.params.experts_per_token}, "
+            f"{where}) allocates a workspace per rank (get_moe_commworkspace_size_per_rank")
+    sms = f"{sm_count(gpu)} SMs" + ("" if getattr(gpu, "sm_count", None) else ", assumed: an H100 SXM's")
+    if booked(version):
+        size = workspace_bytes("fused", dep.ep, sm_count(gpu))
+        return (f"{head}: {size:,} B on {sms}, the fused form 1.1.x carries) booked; its prepare workspace and the "
+                "rounding to the allocation granularity are not, so the pool is high by them "
+                "(kvplan.engines.trtllm.alltoall)")
+    low, high = workspace_range(dep.ep, gpu)
+    return (f"{head}: {low / 2**20:,.0f} to {high / 2**20:,.0f} MiB over the C++ forms read, on {sms}) whose form "
+            "kvplan cannot tie to this release: not booked, so the pool is high by it (kvplan.engines.trtllm.alltoall)")

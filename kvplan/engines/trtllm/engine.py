@@ -72,6 +72,7 @@ class Settings:
     page_cache: int | None = None  # unified memory: a stated page cache (None: a cold load, the whole checkpoint)
     uma_bytes: int = 0  # what those add to the used memory the budget counts (0 on a discrete GPU)
     allreduce_bytes: int = 0  # the custom all-reduce workspace on one node (kvplan.engines.trtllm.allreduce)
+    alltoall_bytes: int = 0  # the MoE all-to-all's comm workspace, where booked (kvplan.engines.trtllm.alltoall)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -92,7 +93,8 @@ def settings(model, gpu, dep, req, version=None, opts=None, explicit=None) -> Se
     used = trtllm_uma.used_bytes(gpu, held, cache, weight_bytes(model).total)  # 0 where it does not apply
     return Settings(version, opt_float(opts, "free_gpu_memory_fraction", float(frac)), tpb,
                     opt_int(opts, "max_num_tokens", 8192), held, cache, used,
-                    allreduce.rank_bytes(model, dep, node_size(dep, gpu), version))
+                    allreduce.rank_bytes(model, dep, node_size(dep, gpu), version),
+                    alltoall.rank_bytes(model, gpu, dep, version))
 
 
 def bytes_per_token(layers, tp: int, kv_dtype) -> int:
@@ -204,7 +206,7 @@ class TrtLlm(Engine):
         uma = trtllm_uma.warnings(gpu, st.os_memory, st.page_cache, weight_bytes(model).total,
                                   st.free_gpu_memory_fraction)  # () on a discrete GPU without the options
         dp_ws = allreduce.note(model, dep, st.allreduce_bytes, st.version)  # settings' rank_bytes
-        a2a = alltoall.note(model, gpu, dep)  # the MNNVL all-to-all's workspace, not booked
+        a2a = alltoall.note(model, gpu, dep, st.version)  # the MNNVL all-to-all's workspace, booked or not
         return (((PlanWarning.literal(said),) if said else ()) + ((PlanWarning.literal(dp_ws),) if dp_ws else ())
                 + ((PlanWarning.literal(a2a),) if a2a else ())
                 + tuple(w._replace(topic=UNIFIED) for w in uma))
@@ -225,7 +227,8 @@ class TrtLlm(Engine):
         return settings(model, gpu, dep, req, self.version, self.opts, self.explicit)
 
     def overhead_estimate(self, model, dep, st: Settings) -> int:
-        return activation_estimate(model, dep.tp, tokens=st.max_num_tokens) + runtime_bytes(dep) + st.allreduce_bytes
+        return (activation_estimate(model, dep.tp, tokens=st.max_num_tokens) + runtime_bytes(dep) + st.allreduce_bytes
+                + st.alltoall_bytes)
 
     def request(self, req, st: Settings, model, dep):
         # kv = (total - weights - overhead) x fraction: the planner's (total - w - o) with utilisation 1,

@@ -60,6 +60,6 @@ def unbuilt_bytes(tp: int, node: int, version: tuple[int, ...] | str, gpu=None) 
     if (parse_version(version) if named else version) >= IN_WINDOW_BEFORE:
         return 0
     release = version if named else dotted(version)
-    amd_off = vendor_of(gpu) == "AMD" and not runs_custom_allreduce_on_amd("vllm", release, gpu)
+    amd_off = vendor_of(gpu) == "AMD" and not runs_custom_allreduce_on_amd("vllm", release, gpu, tp)
     built = tp <= node and tp in SUPPORTED and fabric_allows(gpu, tp, unknown=True) and not amd_off
     return 0 if built else BUFFERS

@@ -95,9 +95,13 @@ MULTICAST_GRANULARITY = 512 * MIB  # SymmDeviceMemory's allocation unit on NVSwi
 FI_AR_WORKSPACE = 3 * MULTICAST_GRANULARITY  # the usual total: each buffer under 512 MiB
 _MAX_COMM_SIZE = 2147483647 & ~(2 * MIB - 1)  # trtllm_ar.py MAX_COMM_SIZE: the Lamport comm size's cap
 # FI_ALLREDUCE_FUSION_MAX_SIZE_MB (allreduce_rms_fusion.py, 0.17.0-0.19.0; 103 from 0.19.0), MiB by tp; tp 16 is the
-# table's multi-node MNNVL entry, there from MNNVL_SINCE (0.25.0; docstring, 2.)
+# table's multi-node MNNVL entry, there from MNNVL_SINCE (0.25.0; docstring, 2.). By release (the PyPI sdists'
+# allreduce_rms_fusion.py L104-127): 107 (the SM 10.7 row) from 0.27.0; 103's tp 8 row 2 MiB up to 0.28.x, 4 MiB from
+# 0.29.0 (0.33.0 L116-121).
 _FUSION_MAX_SIZE_MIB = {90: {2: 64, 4: 2, 8: 0.5}, 100: {2: 64, 4: 32, 8: 1, 16: 64},
-                        103: {2: 64, 4: 64, 8: 2, 16: 64}}
+                        103: {2: 64, 4: 64, 8: 2, 16: 64}, 107: {2: 64, 4: 64, 8: 2}}
+SM107_SINCE = (0, 27, 0)  # the table's 107 row
+SM103_TP8_4MIB_SINCE = (0, 29, 0)  # 103: {8: 4}, was 2
 MNNVL_SINCE = (0, 25, 0)  # `auto` resolves to FlashInfer's MNNVL workspace on one node (docstring, 2.)
 MNNVL_SPANNING_SINCE = (0, 19, 0)  # `auto` is MNNVL for a tp group over nodes (0.19.0 L98-101)
 QUANT_SHARES_MNNVL_SINCE = (0, 26, 0)  # the quant slot shares the MNNVL workspace (0.26.0 L211-215)
@@ -169,8 +173,8 @@ def fi_allreduce_workspace(version: tuple[int, ...], tp: int, hidden: int, dtype
     cap = multicast_sm(gpu)
     if cap is None or (cap == 103 and version < (0, 19, 0)):  # 0.17/0.18 test capability 10.0 exactly
         return 0
-    max_mib = _FUSION_MAX_SIZE_MIB.get(cap, {}).get(tp)
-    if not max_mib or (tp == 16 and version < MNNVL_SINCE):
+    max_mib = fusion_max_mib(version, cap, tp)
+    if not max_mib:
         return 0
     tokens = min(int(max_mib * MIB) // (hidden * dtype_bytes), max_tokens)
     spans = tp > node
@@ -179,6 +183,15 @@ def fi_allreduce_workspace(version: tuple[int, ...], tp: int, hidden: int, dtype
         return (mnnvl_bytes(version, tp, tokens, hidden, dtype_bytes, MULTICAST_GRANULARITY)
                 + (trtllm_workspace(tp, tokens, hidden, dtype_bytes) if quant else 0))
     return trtllm_workspace(tp, tokens, hidden, dtype_bytes)
+
+
+def fusion_max_mib(version: tuple[int, ...], cap: int, tp: int) -> float | None:
+    """FI_ALLREDUCE_FUSION_MAX_SIZE_MB[cap][tp] as `version` ships it (MiB; None where the table has no entry)."""
+    if (tp == 16 and version < MNNVL_SINCE) or (cap == 107 and version < SM107_SINCE):
+        return None
+    if cap == 103 and tp == 8 and version >= SM103_TP8_4MIB_SINCE:
+        return 4
+    return _FUSION_MAX_SIZE_MIB.get(cap, {}).get(tp)
 
 
 def trtllm_workspace(tp: int, tokens: int, hidden: int, dtype_bytes: int) -> int:

@@ -5,7 +5,8 @@ all-reduce kernel because it is not supported on AMD GPUs": PyPI wheels 0.6.3 vl
 L1550-1554), so every tensor-parallel all-reduce is RCCL's, a ring of 2(n - 1) hops a call where the custom kernel
 reads every peer at once; vllm-project/vllm#14125 enabled it in 0.8.3 on gfx94x GPUs alone (config.py L1632-1636,
 platforms/rocm.py L307-311 `use_custom_allreduce`), gfx95x joining in 0.9.0 (L374-375), so an MI250X (gfx90a), an
-MI100 or an RDNA card stays on RCCL at every release. The speed terms price the release's choice on the profile's
+MI100 or an RDNA card stays on RCCL at every release; AMD's fork builds read keep it on but on an MI250 at tp > 1 and
+Navi at tp <= 2. The speed terms price the release's choice on the profile's
 gfx target (kvplan.speed.amd_allreduce, which also knows the AMD fork builds read that keep the kernel on); the
 note says which the plan assumed.
 """
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 from kvplan.engines.versions import dotted
 from kvplan.hardware.facts import vendor_of
-from kvplan.speed.amd_allreduce import CUSTOM_ALLREDUCE_AMD_TARGETS, amd_targets, runs_custom_allreduce_on_amd
+from kvplan.speed.amd_allreduce import (CUSTOM_ALLREDUCE_AMD_TARGETS, amd_targets, fork_build,
+                                         runs_custom_allreduce_on_amd)
 
 ENGINE = "vllm"
 
@@ -22,10 +24,14 @@ ENGINE = "vllm"
 def note(gpu, tp: int, version: str | None) -> str | None:
     """The plan's line where vLLM `version` on an AMD `gpu` runs its `tp` ranks' all-reduces on RCCL alone (None
     elsewhere, and at one GPU: no all-reduce)."""
-    if tp <= 1 or vendor_of(gpu) != "AMD" or runs_custom_allreduce_on_amd(ENGINE, version, gpu):
+    if tp <= 1 or vendor_of(gpu) != "AMD" or runs_custom_allreduce_on_amd(ENGINE, version, gpu, tp):
         return None
     archs = amd_targets(ENGINE, version)
     tail = "so the speed figures price every tensor-parallel all-reduce on RCCL's ring"
+    if fork_build(ENGINE, version):
+        return (f"vLLM {version}, an AMD fork build: its custom all-reduce is off on an MI250 (gfx90a) at tp > 1 and "
+                f"on Navi (gfx1*) at tp <= 2 (config.py is_mi250 / is_navi), so at tp {tp} on "
+                f"{getattr(gpu, 'compute_capability', None) or 'gfx90a (assumed)'} {tail}")
     if not archs:
         since = CUSTOM_ALLREDUCE_AMD_TARGETS[ENGINE][0][0]
         return (f"vLLM {version} on an AMD GPU: its custom all-reduce is off on ROCm before {dotted(since)} "

@@ -13,7 +13,6 @@ from functools import lru_cache
 from importlib import import_module
 from typing import Annotated
 
-import click
 import typer
 from typer.core import TyperArgument, TyperCommand
 
@@ -83,28 +82,30 @@ def given_more_than_once(command, args: list[str]):
 
 
 def model_in_words(command, ctx, args: list[str]):
-    """The words of a MODEL typed with spaces (`kvplan fit llama 3.1 8b --gpu h100`: ["llama", "3.1", "8b"]) where
-    `command` takes one MODEL argument and nothing else positional, else None. Click would say "Missing option" or
-    "Got unexpected extra argument(s) (3.1 8b)", neither of which says what went wrong."""
+    """(the MODEL argument, its words) for a MODEL typed with spaces (`kvplan fit llama 3.1 8b --gpu h100`: ["llama",
+    "3.1", "8b"]) where `command` takes one MODEL argument and nothing else positional, else None. Click would say
+    "Missing option" or "Got unexpected extra argument(s) (3.1 8b)", neither of which says what went wrong."""
     positional = [p for p in command.params if p.param_type_name == "argument"]
     if len(positional) != 1 or positional[0].name not in ("model", "name") or positional[0].nargs != 1:
         return None
     try:  # the parser alone: which words are not options or their values (no option is checked yet)
         given, extra, _ = command.make_parser(ctx).parse_args(args=list(args))
-    except click.UsageError:  # an unknown option, a flag without its value: the parser's own error says it
-        return None
+    except Exception:  # noqa: BLE001 - an unknown option, a flag without its value: the parse below says it
+        return None  # (typer vendors click: its UsageError is typer's private class, not click's)
     first = given.get(positional[0].name)
-    return [first, *extra] if extra and isinstance(first, str) else None
+    return (positional[0], [first, *extra]) if extra and isinstance(first, str) else None
 
 
 def spaced_model_message(words: list[str]):
     """One line for a MODEL typed as several words: the catalog name they make with dashes (`llama-3.1-8b`), or the
-    catalog's nearest names; None where the first word alone is a catalog name (then Click's "unexpected extra
-    argument" is the right error)."""
+    catalog's nearest names, or to quote a path; None where the first word alone is a catalog name (then Click's
+    "unexpected extra argument" is the right error)."""
     from kvplan.sources.catalog import find_in_catalog, suggest  # the catalog (0.1 s) only on this mistake
 
     dashed = "-".join(words).lower()
-    said = f"the model came as {len(words)} words ({' '.join(words)}); a model name has no spaces"
+    said = f"{len(words)} words ({' '.join(words)}); a model name has no spaces"
+    if "/" in words[0]:  # a folder, a file or a Hub id: a path with spaces needs quotes, a repo id has none
+        return f"{said}; quote a path that has spaces: \"{' '.join(words)}\""
     if find_in_catalog(dashed) is not None:
         return f"{said}: did you mean {dashed}?"
     if find_in_catalog(words[0]) is not None:
@@ -127,10 +128,10 @@ def _refuse_repeated_options() -> None:
             param, times = repeated
             raise typer.BadParameter(f"given {times} times; give its values as one comma-separated list",
                                      ctx=ctx, param=param)
-        words = model_in_words(self, ctx, args)
-        message = spaced_model_message(words) if words else None
+        spaced = None if "--help" in args else model_in_words(self, ctx, args)
+        message = spaced_model_message(spaced[1]) if spaced else None
         if message:
-            raise click.UsageError(message, ctx=ctx)
+            raise typer.BadParameter(message, ctx=ctx, param=spaced[0])
         return original(self, ctx, args)
 
     parse_args.kvplan_once = True

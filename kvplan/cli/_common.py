@@ -191,7 +191,7 @@ def cli_errors(fn):
                 error_line(f"Error: {one_line(user.message)}")
                 raise typer.Exit(user.exit_code) from None
             error_line(f"Error: internal error: {type(exc).__name__}: {one_line(exc)} (set KVPLAN_DEBUG=1 for the "
-                   "traceback)")
+                       "traceback)")
             raise typer.Exit(EXIT_ERROR) from None
 
     return wrapper

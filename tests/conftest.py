@@ -12,6 +12,10 @@ from pathlib import Path
 # the default threads and 10 with one; see benchmarks/README.md, "The test suite"). Subprocesses inherit it.
 # A value already set wins (OMP_NUM_THREADS=2 pytest ... runs them threaded).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Notes and warnings on stderr whole, one line each (kvplan.report.wrap): a test asserts a note's words, not where a
+# terminal of 80 columns breaks them. tests/test_wrapped_lines.py runs the commands wrapped, as a user sees them, and
+# KVPLAN_WRAP=1 pytest ... runs every test so.
+os.environ.setdefault("KVPLAN_WRAP", "0")
 
 import pytest
 

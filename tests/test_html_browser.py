@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
+import signal
 import shutil
 import struct
 import subprocess
+import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -21,6 +25,10 @@ import pytest
 from test_reports import EVIL, evil_sweep
 
 WIDTH, HEIGHT = 1000, 1400
+# Wall-clock seconds one Chromium run may take. The page's own work is bounded in virtual time
+# (--virtual-time-budget=3000: plotly draws, then the DOM is dumped), so the wall clock only waits on a busy machine: a
+# run takes 2-5 s alone and passed 120 s with several full suites at once. Past this it is a hang, and the test fails.
+BROWSER_TIMEOUT_S = int(os.environ.get("KVPLAN_BROWSER_TIMEOUT", "300"))
 
 
 def chromium() -> str:
@@ -32,6 +40,44 @@ def chromium() -> str:
         return "/usr/bin/chromium"
     pytest.skip("Chromium is not installed (Debian: apt-get install chromium; scripts/test.sh does it as root); "
                 "the HTML report's browser test cannot run")
+
+
+def headless(cmd: list[str]) -> subprocess.CompletedProcess:
+    """`cmd` (a Chromium command line) run to its end, or failed after BROWSER_TIMEOUT_S. Chromium runs in a session
+    of its own, and a run past the limit is killed with its whole process group: its renderer and GPU children hold
+    the output pipes, so killing the browser alone (subprocess.run's timeout) would leave the test waiting on them."""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=BROWSER_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            pytest.fail(f"Chromium did not finish within {BROWSER_TIMEOUT_S} s (KVPLAN_BROWSER_TIMEOUT)")
+        finally:
+            try:  # a child left behind after the browser exited (none, normally)
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def test_a_run_past_the_limit_fails_and_leaves_no_child(monkeypatch, tmp_path):
+    # a "browser" whose child holds the output pipe open (as Chromium's renderer does) and never ends: the run fails
+    # at the limit (1 s here) rather than waiting, and the child is gone with its group
+    monkeypatch.setattr(sys.modules[__name__], "BROWSER_TIMEOUT_S", 1)
+    pid_file = tmp_path / "child"
+    start = time.monotonic()
+    with pytest.raises(pytest.fail.Exception, match="did not finish within 1 s"):
+        headless(["sh", "-c", f"sleep 60 & echo $! > {pid_file}; wait"])
+    assert time.monotonic() - start < 30  # not the child's 60 s: the group was killed, not the shell alone
+    child = int(pid_file.read_text())
+    try:
+        os.kill(child, 0)
+        gone = Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"  # a zombie waiting for init counts as gone
+    except ProcessLookupError:
+        gone = True
+    assert gone
 
 
 @pytest.fixture(scope="module")
@@ -55,14 +101,10 @@ def loaded(tmp_path_factory):
            "--no-first-run", f"--user-data-dir={tmp / 'profile'}", "--enable-logging=stderr", "--v=0",
            f"--window-size={WIDTH},{HEIGHT}", "--virtual-time-budget=3000",
            "--dump-dom", f"--screenshot={shot}", page.as_uri()]
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        # the same page opened with a filter in its link: only llama-3.1-8b at 32k shown
-        filtered = subprocess.run([c for c in cmd if not c.startswith("--screenshot")][:-1]
-                                  + [page.as_uri() + "#model=llama-3.1-8b&ctx=32768"],
-                                  capture_output=True, text=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        pytest.fail("Chromium did not finish within 120 s")
+    out = headless(cmd)
+    # the same page opened with a filter in its link: only llama-3.1-8b at 32k shown
+    filtered = headless([c for c in cmd if not c.startswith("--screenshot")][:-1]
+                        + [page.as_uri() + "#model=llama-3.1-8b&ctx=32768"])
     if not shot.exists() and "<html" not in out.stdout:
         pytest.skip(f"Chromium could not run here: {out.stderr.strip().splitlines()[-1:]}")
     return {"dom": out.stdout, "log": out.stderr, "png": shot, "rows": rows, "heads": heads,
@@ -189,9 +231,9 @@ def _dom(browser: str, page: Path, tmp_path: Path, width: int | None = None) -> 
     """The page's DOM once its scripts ran in headless Chromium (in a window `width` px wide where given); a skip,
     saying why, where Chromium cannot run."""
     window = [f"--window-size={width},{HEIGHT}"] if width else []
-    out = subprocess.run([browser, "--headless", "--disable-gpu", "--no-sandbox", "--disable-dev-shm-usage",
-                          "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=3000",
-                          *window, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    out = headless([browser, "--headless", "--disable-gpu", "--no-sandbox", "--disable-dev-shm-usage", "--no-first-run",
+                    f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=3000", *window, "--dump-dom",
+                    page.as_uri()])
     if "<html" not in out.stdout:
         pytest.skip(f"Chromium could not run here: {out.stderr.strip().splitlines()[-1:]}")
     return out.stdout

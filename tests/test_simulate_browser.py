@@ -4,11 +4,10 @@ title or model name stays text. Skips where Chromium is absent (see test_html_br
 from __future__ import annotations
 
 import re
-import subprocess
 
 import pytest
 
-from test_html_browser import chromium
+from test_html_browser import chromium, headless
 from test_reports import EVIL
 
 
@@ -28,10 +27,7 @@ def dom(tmp_path_factory):
     cmd = [browser, "--headless", "--disable-gpu", "--no-sandbox", "--disable-dev-shm-usage", "--no-first-run",
            f"--user-data-dir={tmp / 'profile'}", "--enable-logging=stderr", "--v=0", "--window-size=1000,2000",
            "--virtual-time-budget=3000", "--dump-dom", page.as_uri()]
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        pytest.fail("Chromium did not finish within 120 s")
+    out = headless(cmd)
     if "<html" not in out.stdout:
         pytest.skip(f"Chromium could not run here: {out.stderr.strip().splitlines()[-1:]}")
     return out.stdout, out.stderr

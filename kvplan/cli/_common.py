@@ -26,6 +26,7 @@ from kvplan.core.errors import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE, KvplanErr
 from kvplan.core.files import check_writable
 from kvplan.core.markup import one_line, plain, safe_stdout
 from kvplan.report.fitted import fitted_table
+from kvplan.report.wrap import fitted
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 MAX_BATCH = 1_000_000  # concurrent requests: kvplan.planning.request.MAX_BATCH (not imported: fit's start-up)
@@ -142,6 +143,13 @@ def flag(name: str, command: Optional[str] = None) -> str:
 
 
 def stderr(message: str) -> None:
+    """A note, warning or summary for people on stderr, broken between words at the tables' width
+    (kvplan.report.wrap.fitted: 80 columns in a pipe)."""
+    print(fitted(message), file=sys.stderr)
+
+
+def error_line(message: str) -> None:
+    """`Error: ...` on stderr as one line, whatever its length: a script reads an error by its first line."""
     print(message, file=sys.stderr)
 
 
@@ -167,10 +175,10 @@ def cli_errors(fn):
         except KvplanError as exc:
             if os.environ.get("KVPLAN_DEBUG"):
                 raise
-            stderr(f"Error: {one_line(exc.message)}")
+            error_line(f"Error: {one_line(exc.message)}")
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
-            stderr("Error: interrupted")
+            error_line("Error: interrupted")
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except BrokenPipeError:  # `kvplan ... | head`: the reader left; say nothing more
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -180,10 +188,10 @@ def cli_errors(fn):
                 raise
             user = path_error(exc) if isinstance(exc, OSError) else None  # a file name too long, ...
             if user is not None:
-                stderr(f"Error: {one_line(user.message)}")
+                error_line(f"Error: {one_line(user.message)}")
                 raise typer.Exit(user.exit_code) from None
-            stderr(f"Error: internal error: {type(exc).__name__}: {one_line(exc)} (set KVPLAN_DEBUG=1 for the "
-                   "traceback)")
+            error_line(f"Error: internal error: {type(exc).__name__}: {one_line(exc)} (set KVPLAN_DEBUG=1 for the "
+                       "traceback)")
             raise typer.Exit(EXIT_ERROR) from None
 
     return wrapper
@@ -310,7 +318,7 @@ def read_capped_text(path: Path, max_bytes: int, kind: str, missing: str = "no s
     """A user's text file (a log, a benchmark result) as UTF-8, undecodable bytes replaced, or as the UTF-16 a
     byte-order mark says (PowerShell 5's `>` writes UTF-16LE with one; an editor's UTF-8 mark is dropped); refused
     in one line when missing, unreadable, or past `max_bytes` (then it is no `kind`: a hostile or wrong file, and
-    `hint` says what to do)."""
+    `hint` says what to do), or empty (nothing but whitespace)."""
     if path.is_dir():  # it exists: "no such file" would be false
         raise KvplanError(f"{path} is a folder; give {kind} file", EXIT_USAGE)
     if not path.is_file():
@@ -322,5 +330,9 @@ def read_capped_text(path: Path, max_bytes: int, kind: str, missing: str = "no s
     except OSError as exc:
         raise KvplanError(f"cannot read {path}: {exc.strerror or exc}", EXIT_NOT_FOUND) from None
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return data.decode("utf-16", errors="replace")
-    return data.decode("utf-8-sig", errors="replace")
+        text = data.decode("utf-16", errors="replace")
+    else:
+        text = data.decode("utf-8-sig", errors="replace")
+    if not text.strip():  # (a run redirected to the file that failed before printing, a save that never happened)
+        raise KvplanError(f"{path} is empty; give {kind} file", EXIT_USAGE)
+    return text

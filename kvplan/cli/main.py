@@ -17,7 +17,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand
 
 from kvplan import __version__
-from kvplan.cli._common import EXIT_INTERRUPTED, stderr
+from kvplan.cli._common import EXIT_INTERRUPTED, error_line
 from kvplan.core.errors import EXIT_USAGE
 
 MAX_OPTION_CHARS = 200  # longer "--name" arguments are refused before the parser sees them (see main)
@@ -81,9 +81,43 @@ def given_more_than_once(command, args: list[str]):
     return (twice, seen.count(twice)) if twice is not None else None
 
 
+def model_in_words(command, ctx, args: list[str]):
+    """(the MODEL argument, its words) for a MODEL typed with spaces (`kvplan fit llama 3.1 8b --gpu h100`: ["llama",
+    "3.1", "8b"]) where `command` takes one MODEL argument and nothing else positional, else None. Click would say
+    "Missing option" or "Got unexpected extra argument(s) (3.1 8b)", neither of which says what went wrong."""
+    positional = [p for p in command.params if p.param_type_name == "argument"]
+    if len(positional) != 1 or positional[0].name not in ("model", "name") or positional[0].nargs != 1:
+        return None
+    try:  # the parser alone: which words are not options or their values (no option is checked yet)
+        given, extra, _ = command.make_parser(ctx).parse_args(args=list(args))
+    except Exception:  # noqa: BLE001 - an unknown option, a flag without its value: the parse below says it
+        return None  # (typer vendors click: its UsageError is typer's private class, not click's)
+    first = given.get(positional[0].name)
+    return (positional[0], [first, *extra]) if extra and isinstance(first, str) else None
+
+
+def spaced_model_message(words: list[str]):
+    """One line for a MODEL typed as several words: the catalog name they make with dashes (`llama-3.1-8b`), or the
+    catalog's nearest names, or to quote a path; None where the first word alone is a catalog name (then Click's
+    "unexpected extra argument" is the right error)."""
+    from kvplan.sources.catalog import find_in_catalog, suggest  # the catalog (0.1 s) only on this mistake
+
+    dashed = "-".join(words).lower()
+    said = f"{len(words)} words ({' '.join(words)}); a model name has no spaces"
+    if "/" in words[0]:  # a folder, a file or a Hub id: a path with spaces needs quotes, a repo id has none
+        return f"{said}; quote a path that has spaces: \"{' '.join(words)}\""
+    if find_in_catalog(dashed) is not None:
+        return f"{said}: did you mean {dashed}?"
+    if find_in_catalog(words[0]) is not None:
+        return None
+    close = suggest(dashed)
+    return f"{said}: did you mean {', '.join(close)}?" if close else f"{said}; `kvplan models list` names them all"
+
+
 def _refuse_repeated_options() -> None:
     """A command's parser refuses a list option given more than once (given_more_than_once), as a usage error
-    (one line, exit 2, as any bad value), where it would keep the last list silently."""
+    (one line, exit 2, as any bad value), where it would keep the last list silently; and a MODEL typed in several
+    words (model_in_words), where Click's error would name a missing option or extra arguments."""
     original = TyperCommand.parse_args
     if getattr(original, "kvplan_once", False):
         return
@@ -94,6 +128,10 @@ def _refuse_repeated_options() -> None:
             param, times = repeated
             raise typer.BadParameter(f"given {times} times; give its values as one comma-separated list",
                                      ctx=ctx, param=param)
+        spaced = None if "--help" in args else model_in_words(self, ctx, args)
+        message = spaced_model_message(spaced[1]) if spaced else None
+        if message:
+            raise typer.BadParameter(message, ctx=ctx, param=spaced[0])
         return original(self, ctx, args)
 
     parse_args.kvplan_once = True
@@ -153,12 +191,12 @@ def main() -> None:
     """
     for arg in sys.argv[1:]:  # Click's "did you mean" for an unknown option is quadratic in its length
         if arg.startswith("--") and len(arg) > MAX_OPTION_CHARS and "=" not in arg[:MAX_OPTION_CHARS]:
-            stderr(f"Error: no such option: {arg[:40]}... ({len(arg):,} characters)")
+            error_line(f"Error: no such option: {arg[:40]}... ({len(arg):,} characters)")
             sys.exit(EXIT_USAGE)
     try:
         code = app_for(sys.argv[1:])(standalone_mode=False)
     except typer.Abort:
-        stderr("Error: aborted")
+        error_line("Error: aborted")
         code = EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - only the parser's usage errors are handled here
         if not (hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int)):
@@ -167,7 +205,7 @@ def main() -> None:
         if message:  # (no arguments at all: the help was printed, nothing to add)
             ctx = getattr(exc, "ctx", None)
             hint = f" ({_two_dashes(ctx)}see: {ctx.command_path} --help)" if ctx is not None else ""
-            stderr(f"Error: {message}{hint}")
+            error_line(f"Error: {message}{hint}")
         code = exc.exit_code
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -100,6 +100,19 @@ def test_an_unstated_layout_is_skipped_with_its_reason():
     assert case_of(p, "t", "") == (None, "layout not stated")
 
 
+def test_a_disaggregated_side_without_its_layout_is_skipped():
+    # lm-sys/lm-sys.github.io@09af7eee:blog/2025-07-20-k2-large-scale-ep.md: "128 H200 GPUs with 1P1D (4 nodes/P and
+    # 12 nodes/D)", "Decode Throughput | 288k tokens/sec (12 D Nodes)", and no tp, dp-attention or EP size for either
+    # side. Read as one tp-96 replica the decode point was priced 152 tok/s against 288,000 (round 47); both sides are
+    # kept and skipped for their unstated layout, and the source prices nothing.
+    import yaml
+
+    doc = yaml.safe_load((CORPUS / "lmsys-blog-2025-07-20-k2-large-scale-ep.yaml").read_text())
+    whys = [case_of({**doc["defaults"], **p}, doc["source"]["id"], doc["source"]["date"]) for p in doc["points"]]
+    assert [p["id"] for p in doc["points"]] == ["prefill-4nodes", "decode-12nodes-bs480"]
+    assert whys == [(None, "layout not stated")] * 2
+
+
 def test_attention_dp_batch_size_is_each_ranks():
     # MLPerf v5.1, NVIDIA B200 x 8, DeepSeek-R1 Server (closed/NVIDIA/configs/B200-SXM-180GBx8/Server/deepseek-r1.py):
     # tensor_parallelism 8, moe_expert_parallelism 8, enable_attention_dp True, gpu_batch_size 512 per attention rank

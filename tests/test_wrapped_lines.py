@@ -40,6 +40,13 @@ def test_a_long_note_breaks_between_words_never_inside_a_figure(monkeypatch):
     assert fitted(note, 40) == note
 
 
+def test_a_unit_per_gpu_stays_with_its_figure(monkeypatch):
+    monkeypatch.delenv("KVPLAN_WRAP", raising=False)
+    # "kvplan expects 40.00" is 20 columns: without the glue the break at 24 would leave "GiB/GPU" to the next line
+    assert fitted("kvplan expects 40.00 GiB/GPU of KV", 24).split("\n") == ["kvplan expects", "  40.00 GiB/GPU of KV"]
+    assert fitted("the link moves 900.0 GiB/s each way", 24).split("\n") == ["the link moves", "  900.0 GiB/s each way"]
+
+
 @pytest.mark.parametrize("columns", [None, "100", "57"])
 def test_the_width_is_the_tables_width(monkeypatch, columns):
     from rich.console import Console
@@ -58,6 +65,8 @@ README_RUNS = [  # the README's commands (and the two lines the brief measured: 
     ["fit", "qwen3.5-27b", "--gpu", "h200-sxm", "--engine", "sglang", "--ctx", "32k", "--emit", "sglang"],
     ["cheapest", "llama-3.1-8b", "--ctx", "8k", "-n", "4", "--engine", "sglang"],
     ["simulate", "llama-3.1-8b", "--gpu", "h100", "--workload", "chat", "--qps", "2", "--duration", "10"],
+    ["sweep", "-m", "llama-3.1-70b,deepseek-v3", "--gpu", "h100,a100-80", "--ctx", "128k", "--engine", "vllm"],
+    ["disagg", "llama-3.1-8b", "--gpu", "h100", "--isl", "4k", "--osl", "512", "--engine", "vllm"],
 ]
 
 

@@ -140,9 +140,14 @@ def test_parse_offload_errors():
     assert [t.tier for t in parse_offload("cpu:64GiB,disk:2TiB,remote:10TB")] == ["cpu", "disk", "remote"]
     for bad, words in [("gpu:1GiB", "not one of"), ("cpu", "TIER:SIZE"), ("disk:1T,cpu:1G", "in order"),
                        ("cpu:1G,cpu:2G", "twice"), ("cpu:0x", "ratio"), ("disk:auto", "cpu tier only"),
-                       ("cpu:-3GiB", "must not be negative")]:
+                       ("cpu:-3GiB", "must not be negative"),
+                       # a bare number is bytes: 64 B holds no block (1 MiB = 1,048,576 B is the floor)
+                       ("cpu:64", r"cpu:64 is 64 bytes \(a bare number is bytes\): did you mean cpu:64GiB\?"),
+                       ("disk:1048575", "1,048,575 bytes")]:
         with pytest.raises(KvplanError, match=words):
             parse_offload(bad)
+    assert parse_offload("cpu:1048576")[0].size_bytes == 2**20  # 1 MiB in bytes, and any size with a unit, pass
+    assert parse_offload("cpu:64B")[0].size_bytes == 64
 
 
 def _brute_equal(keys):

@@ -136,28 +136,49 @@ def test_the_fork_build_turns_it_off_on_mi250_and_on_navi_at_two():
     # "gfx90a", utils.py L495-501) and `is_navi() and tensor_parallel_size <= 2` ("gfx1", L1700-1707) set
     # disable_custom_all_reduce; nothing else tests the GPU. Legacy window, one node: built, the legacy 143 MiB =
     # 149,946,368 B; not built, 143 - 18 = 125 MiB = 131,072,000 B
-    from kvplan.speed.amd_allreduce import runs_custom_allreduce_on_amd
+    from kvplan.speed.amd_allreduce import runs_custom_allreduce_on_amd, turned_on_on_amd
     fork = "0.7.3.dev138+g21f6ca217"
     mi250x, navi, mi100 = find_gpu("mi250x"), find_gpu("rx-7900-xtx"), find_gpu("mi100")
     assert not runs_custom_allreduce_on_amd("vllm", fork, mi250x, 2)
     assert not runs_custom_allreduce_on_amd("vllm", fork, mi250x, 8)
     assert not runs_custom_allreduce_on_amd("vllm", fork, navi, 2)
-    assert runs_custom_allreduce_on_amd("vllm", fork, navi, 4)  # gfx1100 at tp 4: the fork's test passes
+    # gfx1100 at tp 4 passes config.py's test, but four RX 7900 XTX on PCIe are not one xGMI hop apart pair by pair
+    # (platforms/rocm.py L139-159), so CustomAllreduce builds none (custom_all_reduce.py L135-141)
+    assert turned_on_on_amd("vllm", fork, navi, 4) and not runs_custom_allreduce_on_amd("vllm", fork, navi, 4)
     assert runs_custom_allreduce_on_amd("vllm", fork, mi100, 2)  # gfx908 is neither
     assert non_torch(2, 1, fork, gpu=mi250x, node=8) == 131_072_000
     assert non_torch(2, 1, fork, gpu=navi, node=8) == 131_072_000
+    assert non_torch(4, 1, fork, gpu=navi, node=8) == 131_072_000  # tp 4 on PCIe: none built either
     assert non_torch(2, 1, fork, gpu=mi100, node=8) == 149_946_368
     assert non_torch(2, 1, "0.7.3", gpu=mi100, node=8) == 131_072_000  # upstream 0.7.3: off on ROCm
 
 
+def test_the_fork_build_turns_it_off_with_pipeline_stages():
+    # ROCm/vllm@21f6ca217 vllm/config.py L1434-1439 (`_verify_args`): `world_size > 1 and pipeline_parallel_size > 1`
+    # sets disable_custom_all_reduce ("not supported with pipeline parallelism"; upstream removed it in
+    # vllm-project/vllm#6117). MI300X (gfx942, 8 on one xGMI mesh) at tp 4: built at pp 1, the legacy 143 MiB =
+    # 149,946,368 B; at pp 2 none, 143 - 18 = 125 MiB = 131,072,000 B
+    from kvplan.speed.amd_allreduce import runs_custom_allreduce_on_amd
+    fork, mi300x = "0.7.3.dev138+g21f6ca217", find_gpu("mi300x")
+    assert runs_custom_allreduce_on_amd("vllm", fork, mi300x, 4, pp=1)
+    assert not runs_custom_allreduce_on_amd("vllm", fork, mi300x, 4, pp=2)
+    assert non_torch(4, 1, fork, gpu=mi300x, node=8) == 149_946_368
+    assert non_torch(4, 2, fork, gpu=mi300x, node=8) == 131_072_000
+
+
 def test_speed_and_memory_read_the_fork_rule_alike():
     # the speed side's custom all-reduce limit (kvplan.speed.model.custom_allreduce_bytes): 0 where the kernel is off
-    # (RCCL takes every call), vLLM's 8 MiB = 8,388,608 B where it runs (CUSTOM_ALLREDUCE, tp 2)
+    # (RCCL takes every call); where it runs, the fork's own ROCm limit, `_MAX_CAR_SIZE = 2 * 8192 * 1024` =
+    # 16,777,216 B ("crossover is at 16MB buffer size for ROCm", ROCm/vllm@21f6ca217
+    # vllm/distributed/device_communicators/custom_all_reduce.py L53-56; `inp_size < self.max_size`, L289), not
+    # upstream vLLM's 8 MiB
     from kvplan.speed.model import custom_allreduce_bytes
     fork = "0.7.3.dev138+g21f6ca217"
     assert custom_allreduce_bytes("vllm", 2, find_gpu("mi250x"), fork) == 0
     assert custom_allreduce_bytes("vllm", 2, find_gpu("rx-7900-xtx"), fork) == 0
-    assert custom_allreduce_bytes("vllm", 2, find_gpu("mi100"), fork) == 8_388_608
+    assert custom_allreduce_bytes("vllm", 4, find_gpu("rx-7900-xtx"), fork) == 0  # PCIe at tp 4: none built
+    assert custom_allreduce_bytes("vllm", 2, find_gpu("mi100"), fork) == 16_777_216
+    assert custom_allreduce_bytes("vllm", 8, find_gpu("mi300x"), fork) == 16_777_216
     # and the plan says why where it is off
     from kvplan.engines.vllm.rocm_allreduce import note
     assert "MI250" in note(find_gpu("mi250x"), 2, fork) and note(find_gpu("mi100"), 2, fork) is None

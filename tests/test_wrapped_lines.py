@@ -40,6 +40,13 @@ def test_a_long_note_breaks_between_words_never_inside_a_figure(monkeypatch):
     assert fitted(note, 40) == note
 
 
+def test_a_unit_per_gpu_stays_with_its_figure(monkeypatch):
+    monkeypatch.delenv("KVPLAN_WRAP", raising=False)
+    # "kvplan expects 40.00" is 20 columns: without the glue the break at 24 would leave "GiB/GPU" to the next line
+    assert fitted("kvplan expects 40.00 GiB/GPU of KV", 24).split("\n") == ["kvplan expects", "  40.00 GiB/GPU of KV"]
+    assert fitted("the link moves 900.0 GiB/s each way", 24).split("\n") == ["the link moves", "  900.0 GiB/s each way"]
+
+
 @pytest.mark.parametrize("columns", [None, "100", "57"])
 def test_the_width_is_the_tables_width(monkeypatch, columns):
     from rich.console import Console
@@ -58,6 +65,8 @@ README_RUNS = [  # the README's commands (and the two lines the brief measured: 
     ["fit", "qwen3.5-27b", "--gpu", "h200-sxm", "--engine", "sglang", "--ctx", "32k", "--emit", "sglang"],
     ["cheapest", "llama-3.1-8b", "--ctx", "8k", "-n", "4", "--engine", "sglang"],
     ["simulate", "llama-3.1-8b", "--gpu", "h100", "--workload", "chat", "--qps", "2", "--duration", "10"],
+    ["sweep", "-m", "llama-3.1-70b,deepseek-v3", "--gpu", "h100,a100-80", "--ctx", "128k", "--engine", "vllm"],
+    ["disagg", "llama-3.1-8b", "--gpu", "h100", "--isl", "4k", "--osl", "512", "--engine", "vllm"],
 ]
 
 
@@ -89,8 +98,8 @@ def _main(monkeypatch, capsys, *argv: str):
 
 
 @pytest.mark.parametrize("argv, said", [
-    (("fit", "llama", "3.1", "8b"), "Error: Invalid value for 'MODEL': 3 words (llama 3.1 8b); a model name has no "
-                                    "spaces: did you mean llama-3.1-8b?"),  # before: Missing option '--gpu'
+    (("fit", "llama", "3.1", "8b"), "Error: Invalid value for 'MODEL': 3 words (llama 3.1 8b); a model name is one "
+                                    "word (or quoted): did you mean llama-3.1-8b?"),  # before: Missing option '--gpu'
     (("fit", "Llama", "3.1", "8B", "Instruct", "--gpu", "h100"), "did you mean llama-3.1-8b-instruct?"),
     (("fit", "--gpu", "h100", "llama", "3", "70b", "--ctx", "8k"), "did you mean llama-3-70b?"),  # an alias
     (("simulate", "qwen3", "32b", "-g", "h100", "--workload", "chat"), "did you mean qwen3-32b?"),
@@ -107,6 +116,22 @@ def test_a_model_typed_in_words_is_named_back_as_the_catalogs(monkeypatch, capsy
 def test_a_word_after_a_model_the_catalog_knows_is_an_extra_argument(monkeypatch, capsys, kvplan_home):
     err = _main(monkeypatch, capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "extra")
     assert "unexpected extra argument" in err and "(extra)" in err and "words" not in err
+
+
+@pytest.mark.parametrize("argv, extra", [
+    (("fit", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "a100"), "(a100)"),  # after an option's value
+    (("fit", "llama-3.1-8b", "--json", "a100", "--gpu", "h100"), "(a100)"),  # after a flag
+    (("fit", "--gpu", "h100", "llama-3.1-8b", "--ctx", "8k", "8b"), "(8b)"),  # the option before MODEL
+])
+def test_a_word_not_next_to_the_model_is_an_extra_argument(monkeypatch, capsys, kvplan_home, argv, extra):
+    # only the words typed directly after MODEL, before any option, are read as a name with spaces
+    err = _main(monkeypatch, capsys, *argv)
+    assert "unexpected extra argument" in err and extra in err and "words" not in err
+
+
+def test_words_after_an_option_before_the_model_still_read_as_its_name(monkeypatch, capsys, kvplan_home):
+    err = _main(monkeypatch, capsys, "fit", "--gpu", "h100", "llama", "3.1", "8b", "--ctx", "8k")
+    assert "3 words (llama 3.1 8b)" in err and "did you mean llama-3.1-8b?" in err
 
 
 def test_help_is_help_whatever_else_the_line_holds(monkeypatch, capsys):
@@ -157,7 +182,6 @@ def test_an_unreadable_file_is_one_line(tmp_path, monkeypatch, kvplan_home, args
     r = CliRunner().invoke(whole_app(), [a.format(f=f, d=d) for a in args])
     assert one_line_error(r, r.exit_code, said.format(f=f)) and r.exit_code in (2, 3) and r.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == before
-
 
 
 def test_a_model_in_words_is_a_usage_error_to_clicks_own_runner_too(kvplan_home):

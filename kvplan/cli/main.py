@@ -93,7 +93,27 @@ def model_in_words(command, ctx, args: list[str]):
     except Exception:  # noqa: BLE001 - an unknown option, a flag without its value: the parse below says it
         return None  # (typer vendors click: its UsageError is typer's private class, not click's)
     first = given.get(positional[0].name)
-    return (positional[0], [first, *extra]) if extra and isinstance(first, str) else None
+    spaced = _words_after_model(command, args) if extra and isinstance(first, str) else []
+    return (positional[0], [first, *spaced]) if spaced else None
+
+
+def _words_after_model(command, args: list[str]) -> list[str]:
+    """The words typed directly after the MODEL argument, before any option: a name typed with spaces. A word after
+    an option's value (`--gpu h100 a100`) is an extra argument, as Click says."""
+    flags = {opt for p in command.params if p.param_type_name == "option" and (p.is_flag or p.count)
+             for opt in (*p.opts, *p.secondary_opts)}
+    at = 0
+    while at < len(args) and args[at] != "--" and args[at].startswith("-") and len(args[at]) > 1:
+        takes_value = "=" not in args[at] and args[at] not in flags
+        at += 2 if takes_value else 1  # an option and its value, or a flag
+    if at >= len(args) or args[at] == "--":
+        return []
+    words = []
+    for word in args[at + 1:]:
+        if word.startswith("-"):
+            break
+        words.append(word)
+    return words
 
 
 def spaced_model_message(words: list[str]):
@@ -103,7 +123,7 @@ def spaced_model_message(words: list[str]):
     from kvplan.sources.catalog import find_in_catalog, suggest  # the catalog (0.1 s) only on this mistake
 
     dashed = "-".join(words).lower()
-    said = f"{len(words)} words ({' '.join(words)}); a model name has no spaces"
+    said = f"{len(words)} words ({' '.join(words)}); a model name is one word (or quoted)"
     if "/" in words[0]:  # a folder, a file or a Hub id: a path with spaces needs quotes, a repo id has none
         return f"{said}; quote a path that has spaces: \"{' '.join(words)}\""
     if find_in_catalog(dashed) is not None:

@@ -7,8 +7,11 @@ sdist; SGLang's copy of it, 0.5.3 wheel): `_SUPPORTED_WORLD_SIZES = [2, 4, 6, 8]
 a group of more than two ranks that is not fully connected ("Custom allreduce is disabled because it's not supported
 on more than two PCIe-only GPUs": vLLM 0.10.0 L134-141 and 0.11.0 L141-147, `current_platform.is_fully_connected`,
 NVML's NVLink state for every pair; vllm-project/vllm@00d618aab60448acdf3fac3e9c4e2e22d0c6c753 the same; SGLang's
-`is_full_nvlink`, kvplan.engines.sglang.allreduce). The rest (the node rule, `rank_data`, the window) is each
-engine's: kvplan.engines.vllm.custom_ar, kvplan.engines.sglang.allreduce.
+`is_full_nvlink`, kvplan.engines.sglang.allreduce; on ROCm one xGMI hop between every pair, AMD's fork build
+ROCm/vllm@21f6ca217b8af3b1864ce9734bfdd8f0bed926d6 custom_all_reduce.py L135-141, platforms/rocm.py L139-159): the
+profile's fabric answers it (kvplan.hardware.facts.fully_connected, which the speed side's AMD rule reads too,
+kvplan.speed.amd_allreduce). The rest (the node rule, `rank_data`, the window) is each engine's:
+kvplan.engines.vllm.custom_ar, kvplan.engines.sglang.allreduce.
 
 vLLM by release (PyPI wheels): `max_size=8192 * 1024` is the default in every release kvplan models (0.5.0 L91, 0.6.3
 L54, 0.7.3 L58, 0.8.2 L58, 0.9.2 L57, 0.10.1 L57, 0.11.0 L57, 0.17.0 L59, 0.24.0 L59, 0.33.0 L138) and no caller passes
@@ -31,6 +34,7 @@ L1220-1221); where that communicator takes the messages the kernel gives up is t
 from __future__ import annotations
 
 from kvplan.core.intmath import round_up
+from kvplan.hardware.facts import fully_connected
 from kvplan.speed.model import CUSTOM_ALLREDUCE
 
 MIB = 2**20
@@ -38,23 +42,11 @@ MAX_SIZE = CUSTOM_ALLREDUCE["vllm"][2]  # max_size=8192 * 1024 (SGLang's _MAX_CA
 META_SIZE = 4096  # meta_size(): sizeof(Signal), a few KiB; any value under 2 MiB gives the same pages
 PAGE = 2 * MIB  # cudaMalloc's granularity
 SUPPORTED = (2, 4, 6, 8)  # _SUPPORTED_WORLD_SIZES
-FULL_MESH = ("nvswitch", "xgmi")  # profile fabrics whose `domain` GPUs are linked pair by pair (NVLink / xGMI)
-PARTIAL = ("pcie", "nvlink-bridge")  # fabrics that link no more than two GPUs directly
 
 
 def ipc_buffer_bytes() -> int:
     """The two cudaMalloc'd buffers one instance holds on its rank: meta_ptrs + buffer_ptrs, 10 + 8 = 18 MiB."""
     return round_up(META_SIZE + MAX_SIZE, PAGE) + round_up(MAX_SIZE, PAGE)
-
-
-def fully_connected(gpu, ranks: int) -> bool | None:
-    """Whether `ranks` GPUs of this profile are linked pair by pair (`is_fully_connected`): True inside a full-mesh
-    domain that holds them, False on PCIe or bridged pairs, None where the profile does not say (no
-    `interconnect.kind`, or NVLink wired GPU to GPU, where not every pair is linked: DGX-1's hybrid cube mesh)."""
-    kind = getattr(gpu, "interconnect_kind", None)
-    if kind in FULL_MESH:
-        return (getattr(gpu, "interconnect_domain", None) or 0) >= ranks
-    return False if kind in PARTIAL else None
 
 
 def fabric_allows(gpu, ranks: int, unknown: bool) -> bool:

@@ -30,6 +30,8 @@ INTERCONNECT_KINDS = ("nvswitch", "nvlink-bridge", "nvlink-direct", "pcie", "xgm
 INTERCONNECT_FIELDS = ("type", "kind", "domain", "per_dir_bytes_per_s", "pcie_gen", "pcie_lanes",
                        "achieved_per_dir_bytes_per_s", "achieved_source", "allreduce_us", "allreduce_source")
 _FABRIC_VENDOR = {"nvswitch": "NVIDIA", "nvlink-bridge": "NVIDIA", "nvlink-direct": "NVIDIA", "xgmi": "AMD"}
+FULL_MESH = ("nvswitch", "xgmi")  # fabrics whose `domain` GPUs are linked pair by pair (NVLink / xGMI): fully_connected
+PARTIAL = ("pcie", "nvlink-bridge")  # fabrics that link no more than two GPUs directly
 NVLINK_KINDS = tuple(kind for kind, maker in _FABRIC_VENDOR.items() if maker == "NVIDIA")  # GPUs with NVLink links
 MEMORY_KINDS = ("HBM2", "HBM2e", "HBM3", "HBM3e", "HBM4", "GDDR6", "GDDR6X", "GDDR7", "LPDDR5", "LPDDR5X")
 _NVIDIA_CC_RE = re.compile(r"^(\d{1,2})\.(\d)$")  # "9.0", "10.3", "12.0"
@@ -39,7 +41,8 @@ _ARCH_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
 # What an engine rule takes for a fact a profile leaves out: what such a profile got before these fields,
 # when rules keyed on names it did not match (Marlin kernels, no NVFP4 swizzle, no workspace, SGLang fusion
 # on NVIDIA but not on AMD). Stated as a plan warning by the rule's engine; never silent.
-ASSUMED_CAPABILITY = {"NVIDIA": (8, 0), "AMD": (9, 0)}  # an Ampere part; an AMD part before gfx942 (CDNA2)
+# an Ampere part; an AMD part before gfx942, CDNA2's gfx90a (MI250X), which a rule testing the target's name reads
+ASSUMED_TARGET = {"NVIDIA": "8.0", "AMD": "gfx90a"}
 ASSUMED_FACTS = ("compute_capability", "interconnect.kind", "device_name", "sm_count")
 # The multiprocessor count a rule assumes where a profile gives none: the H100 SXM's (132 SMs, NVIDIA's Hopper
 # whitepaper), the log corpus's machine, on which the constants beside the rules that read it were fitted.
@@ -53,6 +56,21 @@ def parse_capability(text: str | None) -> tuple[int, int] | None:
         return None
     m = _NVIDIA_CC_RE.match(text) or _AMD_GFX_RE.match(text)
     return (int(m.group(1)), int(m.group(2), 16)) if m else None
+
+
+ASSUMED_CAPABILITY = {vendor: parse_capability(target) for vendor, target in ASSUMED_TARGET.items()}  # (8, 0), (9, 0)
+
+
+def fully_connected(gpu, ranks: int) -> bool | None:
+    """Whether `ranks` GPUs of this profile are linked pair by pair, as the engines' custom all-reduce asks before it
+    builds one for more than two ranks (CUDA: NVML's NVLink state for every pair; ROCm: one xGMI hop for every pair,
+    kvplan.engines.custom_allreduce): True inside a full-mesh domain (FULL_MESH) that holds them, False on PCIe or
+    bridged pairs (PARTIAL), None where the profile does not say (no `interconnect.kind`, or NVLink wired GPU to GPU,
+    where not every pair is linked: DGX-1's hybrid cube mesh)."""
+    kind = getattr(gpu, "interconnect_kind", None)
+    if kind in FULL_MESH:
+        return (getattr(gpu, "interconnect_domain", None) or 0) >= ranks
+    return False if kind in PARTIAL else None
 
 
 def vendor_of(gpu) -> str:

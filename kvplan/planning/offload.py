@@ -19,6 +19,7 @@ from kvplan.core.units import human_bytes, parse_bytes
 
 TIERS = ("cpu", "disk", "remote")  # top to bottom
 MAX_RATIO = 1000.0  # a host tier a thousand times the GPU pool is a typo
+MIN_BARE = 2**20  # a bare number of bytes below 1 MiB holds no KV block: a unit left out (`cpu:64` for 64GiB)
 _RATIO_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*[xX]\s*$")
 
 
@@ -106,7 +107,11 @@ def _request(tier: str, size: str, text: str) -> TierRequest:
             raise KvplanError(f"{arg('offload')} {tier} ratio must be in (0, {MAX_RATIO:g}], got {size!r}",
                               EXIT_USAGE, param="offload", value=text, allowed=(0, MAX_RATIO))
         return TierRequest(tier, ratio=ratio)
-    return TierRequest(tier, size_bytes=parse_bytes(size, "offload"))
+    size_bytes = parse_bytes(size, "offload")
+    if size.isdigit() and size_bytes < MIN_BARE:  # `cpu:64`: 64 bytes, a size no tier is given in
+        raise _bad(f"{tier}:{size} is {size_bytes:,} bytes (a bare number is bytes): did you mean {tier}:{size}GiB?",
+                   text)
+    return TierRequest(tier, size_bytes=size_bytes)
 
 
 @dataclass(frozen=True)

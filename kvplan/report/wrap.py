@@ -3,8 +3,9 @@
 A terminal left to wrap a 400-character note cuts it anywhere ("131,0" / "72 tokens"); a pipe or a log file keeps it
 as one line no one reads. `fitted` breaks a line between words at the width rich gives kvplan's tables (the
 terminal's, 80 in a pipe, $COLUMNS where set), never inside a word (a figure, a name, a path, a flag), a figure kept
-with its unit ("40.00 GiB") and a flag with its number ("--tp 8"); a continuation is indented two columns past its
-line's own indent, so it reads as one note. A word longer than the width keeps a line of its own, whole.
+with its unit ("40.00 GiB", "40.00 GiB/GPU") and a flag with its number ("--tp 8"); a continuation is indented two
+columns past its line's own indent, so it reads as one note. A word longer than the width keeps a line of its own,
+whole.
 KVPLAN_WRAP=0 leaves every line whole (a script that reads notes line by line; the test suite's default).
 """
 
@@ -17,7 +18,7 @@ import textwrap
 PIPE_WIDTH = 80  # rich's width where no terminal is attached and $COLUMNS is unset
 CONTINUATION = "  "  # a wrapped line's continuations start this far past its own indent
 _GLUE = "\ue000"  # a space no break may take (a private-use character: never in kvplan's or a user's text)
-_UNIT = r"(?:[KMGT]i?B|B|[KMGT]B/s|TFLOP/s|ms|us|µs|s|%)(?![\w/])"
+_UNIT = r"(?:[KMGT]i?B|B|[KMGT]B/s|TFLOP/s|ms|us|µs|s|%)(?:/\w+)?(?![\w/])"  # a unit per something too: GiB/GPU
 _KEPT = re.compile(rf"(?<=\d) (?={_UNIT})|(?<![\w-])(--[a-z][a-z0-9-]*) (?=\d)")
 
 

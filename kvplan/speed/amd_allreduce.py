@@ -18,12 +18,21 @@ target is the profile's `compute_capability` as torch reports it, gfx94x as (9, 
 AMD's own fork (rocm/vllm images) enabled the kernel earlier (ROCm/vllm#27, 2024-05-30): a version whose local git
 hash is one of its builds read (AMD_FORK_BUILDS) keeps it (ROCm/vllm@21f6ca217b8af3b1864ce9734bfdd8f0bed926d6,
 branch deepseek_v3_dev, 2025-02-17, the rocm/vllm-dev vllm-ds3-staging-0217 image's "0.7.3.dev138+g21f6ca217"),
-and turns it off on two GPU families alone (ParallelConfig.__post_init__, vllm/config.py L1388-1398, the same two
-tests again at L1400-1410): `is_mi250() and tensor_parallel_size > 1` and `is_navi() and tensor_parallel_size <= 2`,
-where is_mi250 is "gfx90a" in the device's gcnArchName and is_navi "gfx1" in it (vllm/utils.py L495-501,
-L1700-1707). So such a build runs it on every other AMD GPU (gfx908, gfx94x, gfx95x) and on an RDNA card (gfx1100)
-at tp 4 or more, never on an MI250X (FORK_OFF, read on the profile's gfx target); any other version is read as the
-upstream release it names. (Every upstream release read tests gcnArchName against its `supported_archs` instead.)
+and turns it off on two GPU families (ParallelConfig.__post_init__, vllm/config.py L1388-1398, the same two tests
+again at L1400-1410): `is_mi250() and tensor_parallel_size > 1` and `is_navi() and tensor_parallel_size <= 2`, where
+is_mi250 is "gfx90a" in the device's gcnArchName and is_navi "gfx1" in it (vllm/utils.py L495-501, L1700-1707;
+FORK_OFF, read on the profile's gfx target), and with pipeline stages (`_verify_args`, L1434-1439:
+`world_size > 1 and pipeline_parallel_size > 1`; upstream dropped that test in vllm-project/vllm#6117, 2024-07, the
+fork kept it: FORK_OFF_PP). Its CustomAllreduce then builds none for more than two ranks that are not fully
+connected (custom_all_reduce.py L135-141, `world_size > 2 and not full_nvlink`, where ROCm's `is_full_nvlink` asks
+one xGMI hop between every pair: platforms/rocm.py L139-159), which the profile's fabric answers
+(kvplan.hardware.facts.fully_connected: an RDNA card on PCIe at tp 4 or more runs none either; a profile that does
+not say is taken to pass, as the memory side takes it). So such a build runs it on a gfx908, gfx94x or gfx95x group
+of two or fully linked on xGMI, with one pipeline stage, and takes a message below 16 MiB on ROCm (`_MAX_CAR_SIZE =
+2 * 8192 * 1024`, "crossover is at 16MB buffer size for ROCm", custom_all_reduce.py L53-56, the default `max_size`
+L61 no caller overrides, cuda_communicator.py L47-50; `inp_size < self.max_size` L289: FORK_CUSTOM_BYTES); any other
+version is read as the upstream release it names. (Every upstream release read tests gcnArchName against its
+`supported_archs` instead, and the same fabric rule.)
 
 SGLang's own CustomAllreduce sets `_MAX_CAR_SIZE = 2 * 8192 * 1024` on ROCm ("crossover is at 16MB buffer size for
 ROCm": sglang 0.5.5 wheel `srt/distributed/device_communicators/custom_all_reduce.py` L59, still there in 0.5.19 L45),
@@ -47,7 +56,7 @@ all-reduce, which GroupCoordinator tries after it, is off unless ROCM_QUICK_REDU
 from __future__ import annotations
 
 from kvplan.core.releases import release_of
-from kvplan.hardware.facts import capability_of
+from kvplan.hardware.facts import ASSUMED_TARGET, capability_of, fully_connected
 from kvplan.speed.eras import padded
 
 # {engine: ((the first release, the gfx targets it runs the kernel on as torch's (major, minor)), ...)}, oldest first
@@ -55,7 +64,8 @@ CUSTOM_ALLREDUCE_AMD_TARGETS = {"vllm": (((0, 8, 3), ((9, 4),)), ((0, 9, 0), ((9
 AMD_FORK_BUILDS = {"vllm": ("21f6ca217",)}
 # The fork builds' GPU test (module docstring): {engine: ((gfx target prefix, the largest tp it is off at), ...)}
 FORK_OFF = {"vllm": (("gfx90a", None), ("gfx1", 2))}  # MI250 at every tp > 1; Navi at tp <= 2
-ASSUMED_GFX = "gfx90a"  # a profile without compute_capability: an AMD part before gfx942 (facts.ASSUMED_CAPABILITY)
+FORK_OFF_PP = ("vllm",)  # the fork builds that turn it off with more than one pipeline stage
+FORK_CUSTOM_BYTES = {"vllm": 2 * 8192 * 1024}  # the fork's ROCm `_MAX_CAR_SIZE`: messages below 16 MiB
 # {engine: ((first release, bytes from which RCCL takes the call), ...)}, oldest first; an engine not listed keeps the
 # CUDA table's limit (kvplan.speed.model.CUSTOM_ALLREDUCE)
 CUSTOM_ALLREDUCE_AMD = {"sglang": (((0, 0, 0), 2 * 8192 * 1024),  # its own CustomAllreduce on ROCm: below 16 MiB
@@ -84,27 +94,43 @@ def fork_build(key: str, version: str | None) -> bool:
     return bool(build) and any(build.startswith(b) for b in AMD_FORK_BUILDS.get(key, ()))
 
 
-def fork_turns_off(key: str, gpu, tp: int) -> bool:
+def fork_turns_off(key: str, gpu, tp: int, pp: int = 1) -> bool:
     """Whether a fork build of engine `key` turns its custom all-reduce off for `tp` ranks of `gpu` (FORK_OFF: the
-    profile's gfx target by prefix, as the fork's substring test reads gcnArchName)."""
-    gfx = str(getattr(gpu, "compute_capability", None) or ASSUMED_GFX)
+    profile's gfx target by prefix, as the fork's substring test reads gcnArchName) in a run of `pp` pipeline stages
+    (FORK_OFF_PP)."""
+    gfx = str(getattr(gpu, "compute_capability", None) or ASSUMED_TARGET["AMD"])
+    if pp > 1 and key in FORK_OFF_PP:
+        return True
     return any(gfx.startswith(prefix) and (most is None or tp <= most) for prefix, most in FORK_OFF.get(key, ()))
 
 
-def runs_custom_allreduce_on_amd(key: str, version: str | None, gpu, tp: int) -> bool:
-    """Whether release `version` (None: the current one) of the engine whose rules are `key` runs its custom
-    all-reduce among `tp` ranks of the AMD GPU of profile `gpu` (module docstring)."""
+def turned_on_on_amd(key: str, version: str | None, gpu, tp: int, pp: int = 1) -> bool:
+    """Whether release `version` (None: the current one) of the engine whose rules are `key` leaves its custom
+    all-reduce on for `tp` ranks and `pp` pipeline stages of the AMD GPU of profile `gpu`: its release and gfx-target
+    rule, or a fork build's (module docstring), before the fabric is asked."""
     archs = amd_targets(key, version)
     if archs is None:
         return True
     if fork_build(key, version):
-        return not fork_turns_off(key, gpu, tp)
+        return not fork_turns_off(key, gpu, tp, pp)
     cap = capability_of(gpu)
     return cap is not None and tuple(cap) in archs
 
 
+def runs_custom_allreduce_on_amd(key: str, version: str | None, gpu, tp: int, pp: int = 1) -> bool:
+    """Whether that engine runs its custom all-reduce among `tp` ranks of `gpu` at all: left on (turned_on_on_amd)
+    and built, which more than two ranks are only where the profile's fabric links every pair (fully_connected; a
+    profile that does not say is taken to)."""
+    if tp > 2 and fully_connected(gpu, tp) is False:
+        return False
+    return turned_on_on_amd(key, version, gpu, tp, pp)
+
+
 def amd_custom_bytes(key: str, version: str | None, cuda_limit: int) -> int:
     """The message size from which engine `key` (kvplan.speed.model.rules_key) at release `version` (None: the current
-    one) hands a tensor-parallel all-reduce on an AMD GPU to RCCL, where its custom kernel runs there at all."""
+    one) hands a tensor-parallel all-reduce on an AMD GPU to RCCL, where its custom kernel runs there at all: a fork
+    build's ROCm limit (FORK_CUSTOM_BYTES), else the release's (CUSTOM_ALLREDUCE_AMD), else `cuda_limit`."""
+    if fork_build(key, version) and key in FORK_CUSTOM_BYTES:
+        return FORK_CUSTOM_BYTES[key]
     rules = CUSTOM_ALLREDUCE_AMD.get(key)
     return by_release(rules, version) if rules else cuda_limit

@@ -1,4 +1,4 @@
-"""TensorRT-LLM's MoE all-to-all under attention DP: a rank's comm workspace, booked where its form is known.
+"""TensorRT-LLM's MoE all-to-all under attention DP: a rank's comm workspace, exact on 1.1.x, a floor elsewhere.
 
 Read in NVIDIA/TensorRT-LLM, code-index forms of the fused-MoE backends' static
 `select_alltoall_method_type(mapping, top_k, dtype, use_cuda_graph)` (`_torch/modules/fused_moe/`; not read tag by
@@ -19,7 +19,7 @@ channel) pair and one or two 256-byte `ALIGN_256` head/tail structs beside it:
     `RECV_FIFO_DEPTH = 8`, `RECV_FIFO_ENTRY_BYTES = 256 * 1024`, `CHANNEL_COUNT = 8`; #3504's era, April 2025);
   * by SM: the same FIFOs over C = max(S // 2 // (2 x ceil(E / 8)), 1) channels ("use half SMs for
     communication", `computeMoeCommChannelCount`; zongfeijing/TensorRT-LLM@5c3df8db7a94109fcd3cad6680ac2e7945879ba1,
-    the same path);
+    the same path: a contributor's fork, not NVIDIA's tree);
   * fused (#6973, "Optimize and refactor alltoall in WideEP", reviewed 2025-08-20): `getFusedMoeCommWorkspaceSize`
     = `computeWorkspaceSizePreRank(E, C)` = 4 x 256 KiB x E x C + 2 x 256 x E x C, C as above
     (NVIDIA/TensorRT-LLM@0272643accfb0724eea9ca37763c57bbe9dbed2a cpp/tensorrt_llm/kernels/fusedMoeCommKernels.h,
@@ -33,13 +33,15 @@ TensorRT-LLM's main in the code index): #6973 reached main on 2025-08-24 (19a0ea
 (its review rule set up 2025-08-14, #6725; "release/1.0 retargeted" fixes from 2025-08-17, #6955) and before main
 bumped to 1.1.0rc2 (2025-08-31, #7394) and to 1.2.0rc0 (2025-09-29, #7941), when release/1.1 had left it. So 1.1.x
 carries the fused form (FUSED_LINE; 1.1.0 release candidates cut before 2025-08-24 read as 1.1.0 and are booked it,
-the safe side), and kvplan books its comm workspace there (`rank_bytes`): 1.0.x and before carry the fixed or the
-by-SM form (which, not read), and 1.2.x may pick the one-sided `MoeAlltoAll` instead (TensorRT-LLM#7499,
-"MnnvlThroughput AlltoAll", on main 2025-10-28; sized by ep x max tokens x hidden x dtype,
-`calculate_required_workspace_size`; renamed NVLINK_ONE_SIDED by #9329): there none is booked and the warning gives
-the forms' range on the GPU (`workspace_range`). Where it is booked, the prepare workspace
-(`get_moe_prepare_workspace_size_per_rank`, its form in 1.1.x not read) and the rounding are not: the warning says
-so (`note`).
+the safe side), and kvplan books its comm workspace there exactly (`rank_bytes`). Elsewhere it books the smallest
+form the release line can carry, as a floor, and the warning gives that line's own forms (`note`): 1.0.x and before
+the fixed form, NVIDIA's tree's in their era (the by-SM form is a contributor fork's commit, zongfeijing's, not read
+in NVIDIA's tree, so not booked; the fixed form's first release is not read tag by tag either); 1.2.x the fused form,
+which its release candidates before TensorRT-LLM#7499 carry, where a later 1.2.x may pick the one-sided `MoeAlltoAll`
+instead (#7499, "MnnvlThroughput AlltoAll", on main 2025-10-28; sized by ep x max tokens x hidden x dtype,
+`calculate_required_workspace_size`; renamed NVLINK_ONE_SIDED by #9329), not priced. The prepare workspace
+(`get_moe_prepare_workspace_size_per_rank`, its forms not read) and the rounding are booked nowhere: the warning says
+so.
 DeepSeek-V3 / Qwen3-235B (top-k 8) at ep 8 stay at NotEnabled (8 > 8 fails); gpt-oss (top-k 4) at ep 8 on an NVLink
 board selects MNNVL.
 """
@@ -55,6 +57,8 @@ FIFO_INFO = 256  # an ALIGN_256 struct of head and tail (uint64 each), padded to
 # fixed or None where they come from the SM count)
 FORMS = {"fixed": (8 * 256 * KIB, 1, 8), "by SM": (8 * 256 * KIB, 1, None), "fused": (4 * 256 * KIB, 2, None)}
 FUSED_LINE = (1, 1)  # the release line that carries #6973's fused form and no one-sided backend (docstring)
+# The form booked by release line (docstring): through 1.0.x the fixed form, from 1.1 the fused (1.2.x: a floor)
+FLOOR = (((0, 0), "fixed"), (FUSED_LINE, "fused"))
 BRIDGED = "nvlink-bridge"  # PCIe NVL cards: a later supports_mnnvl refuses them, earlier forms do not (docstring)
 
 
@@ -81,28 +85,34 @@ def sm_count(gpu) -> int:
     return getattr(gpu, "sm_count", None) or ASSUMED_SM_COUNT
 
 
-def workspace_range(ep: int, gpu) -> tuple[int, int]:
-    """The smallest and largest comm workspace a rank over the forms read, on the profile's SM count."""
-    sizes = [workspace_bytes(form, ep, sm_count(gpu)) for form in FORMS]
-    return min(sizes), max(sizes)
+def line(version: str | None) -> tuple[int, int]:
+    """The release line (major, minor) `version` runs; the newest line read, 1.2, for None or one not read as a
+    release (kvplan's current TensorRT-LLM, 1.2.0)."""
+    v = release_of(version)
+    return tuple(v[:2]) if v else (1, 2)
+
+
+def floor_form(version: str | None) -> str:
+    """The form kvplan books for the release line of `version` (FLOOR): the one 1.1.x carries, else the smallest its
+    line can carry."""
+    return next(form for since, form in reversed(FLOOR) if line(version) >= since)
 
 
 def booked(version: str | None) -> bool:
-    """Whether the release's form is known and booked: the 1.1 line (FUSED_LINE; module docstring)."""
-    v = release_of(version)
-    return v is not None and v[:2] == FUSED_LINE
+    """Whether the release's form is known exactly: the 1.1 line (FUSED_LINE; module docstring); elsewhere a floor."""
+    return line(version) == FUSED_LINE
 
 
 def rank_bytes(model, gpu, dep, version: str | None) -> int:
-    """The comm workspace booked a rank: the fused form's where the selection holds on a 1.1.x release, else 0."""
-    if not (booked(version) and selects_alltoall(model, gpu, dep)):
+    """The comm workspace booked a rank where the selection holds: the release line's form (floor_form), else 0."""
+    if not selects_alltoall(model, gpu, dep):
         return 0
-    return workspace_bytes("fused", dep.ep, sm_count(gpu))
+    return workspace_bytes(floor_form(version), dep.ep, sm_count(gpu))
 
 
 def note(model, gpu, dep, version: str | None = None) -> str | None:
-    """The one-line statement of the all-to-all workspace, booked (1.1.x) or not, where the selection holds; else
-    None."""
+    """The one-line statement of the all-to-all workspace booked, exactly (1.1.x) or as the line's floor, where the
+    selection holds; else None."""
     if not selects_alltoall(model, gpu, dep):
         return None
     where = ("NVLink links up: the MNNVL method, unless the release's supports_mnnvl refuses PCIe NVL cards, as "
@@ -111,11 +121,16 @@ def note(model, gpu, dep, version: str | None = None) -> str | None:
     head = (f"TensorRT-LLM's MoE all-to-all (attention DP, ep {dep.ep} above top-k {model.params.experts_per_token}, "
             f"{where}) allocates a workspace per rank (get_moe_commworkspace_size_per_rank")
     sms = f"{sm_count(gpu)} SMs" + ("" if getattr(gpu, "sm_count", None) else ", assumed: an H100 SXM's")
+    form = floor_form(version)
+    size = workspace_bytes(form, dep.ep, sm_count(gpu))
+    tail = ("its prepare workspace and the rounding to the allocation granularity are not, so the pool is high by "
+            "them (kvplan.engines.trtllm.alltoall)")
     if booked(version):
-        size = workspace_bytes("fused", dep.ep, sm_count(gpu))
-        return (f"{head}: {size:,} B on {sms}, the fused form 1.1.x carries) booked; its prepare workspace and the "
-                "rounding to the allocation granularity are not, so the pool is high by them "
-                "(kvplan.engines.trtllm.alltoall)")
-    low, high = workspace_range(dep.ep, gpu)
-    return (f"{head}: {low / 2**20:,.0f} to {high / 2**20:,.0f} MiB over the C++ forms read, on {sms}) whose form "
-            "kvplan cannot tie to this release: not booked, so the pool is high by it (kvplan.engines.trtllm.alltoall)")
+        return f"{head}: {size:,} B on {sms}, the fused form 1.1.x carries) booked; {tail}"
+    if form == "fixed":
+        by_sm = workspace_bytes("by SM", dep.ep, sm_count(gpu))
+        return (f"{head}: {size:,} B on {sms}, the fixed form of NVIDIA's tree in 1.0.x's era) booked as a floor; the "
+                f"by-SM form, {by_sm / 2**20:,.0f} MiB, is a contributor fork's commit, not booked; {tail}")
+    return (f"{head}: {size:,} B on {sms}, the fused form 1.2 release candidates before #7499 carry) booked as a "
+            "floor; a later 1.2.x may pick the one-sided MoeAlltoAll instead (ep x max tokens x hidden x dtype), not "
+            f"priced; {tail}")

@@ -12,9 +12,9 @@ the group's size is not 2, 4, 6 or 8 (`_SUPPORTED_WORLD_SIZES`, L51; 0.10.0 L97-
 returns before it, L93-95: tp 1 builds none, with pipeline stages or not), or where more than two ranks are not fully
 connected ("not supported on more than two PCIe-only GPUs", 0.10.0 L134-141, 0.11.0 L141-147; the 0.9.2 log of
 tests/fixtures/logs/corpus/vllm-debate-qwen3-14b-tp4-pcie.log prints it at tp 4): the fabric is the profile's
-(kvplan.engines.custom_allreduce.fully_connected, which also holds the shared sizes); a profile that does not say
-keeps the buffers, as the constant was fitted. Two ranks pass on any link; the P2P test after it (`_can_p2p`, 0.10.0
-L146-151) is taken to pass (booked on the safe side).
+(kvplan.hardware.facts.fully_connected, read by kvplan.engines.custom_allreduce, which holds the shared sizes); a
+profile that does not say keeps the buffers, as the constant was fitted. Two ranks pass on any link; the P2P test
+after it (`_can_p2p`, 0.10.0 L146-151) is taken to pass (booked on the safe side).
 
 Whether the budget sees them is the snapshot's order. Before 0.11.0 the worker takes its start-up snapshot before the
 distributed set-up (0.10.0 `v1/worker/gpu_worker.py` `init_device`: `MemorySnapshot()` L163, then
@@ -50,16 +50,17 @@ BUFFERS = ipc_buffer_bytes()  # 18 MiB: meta_ptrs + buffer_ptrs
 IN_WINDOW_BEFORE = (0, 11, 0)  # the start-up snapshot moved after the distributed set-up (vllm#25359)
 
 
-def unbuilt_bytes(tp: int, node: int, version: tuple[int, ...] | str, gpu=None) -> int:
+def unbuilt_bytes(tp: int, node: int, version: tuple[int, ...] | str, gpu=None, pp: int = 1) -> int:
     """The custom all-reduce buffers a legacy constant holds (fitted where vLLM built them) that a tp group of `tp`
     ranks over nodes of `node` GPUs of profile `gpu` does not have: BUFFERS where they fall in the window (before
     0.11.0) and vLLM builds none (one rank, a group across nodes, a size not supported, more than two ranks not fully
-    connected, an AMD GPU before 0.8.3 or of a gfx target its release does not run it on), else 0. `version`: parsed,
-    or as named (a string: an AMD fork build's hash in it)."""
+    connected, an AMD GPU before 0.8.3 or of a gfx target its release does not run it on, an AMD fork build with `pp`
+    pipeline stages more than one), else 0. `version`: parsed, or as named (a string: an AMD fork build's hash in
+    it)."""
     named = isinstance(version, str)
     if (parse_version(version) if named else version) >= IN_WINDOW_BEFORE:
         return 0
     release = version if named else dotted(version)
-    amd_off = vendor_of(gpu) == "AMD" and not runs_custom_allreduce_on_amd("vllm", release, gpu, tp)
+    amd_off = vendor_of(gpu) == "AMD" and not runs_custom_allreduce_on_amd("vllm", release, gpu, tp, pp)
     built = tp <= node and tp in SUPPORTED and fabric_allows(gpu, tp, unknown=True) and not amd_off
     return 0 if built else BUFFERS

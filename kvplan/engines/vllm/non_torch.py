@@ -220,7 +220,7 @@ def non_torch(tp: int, pp: int, version: tuple[int, ...] | str, eager: bool = Fa
     per node (kvplan.planning.deploy.node_size); before 0.11.0 a tp group larger has no custom all-reduce buffers in
     the window, nor on an AMD GPU before 0.8.3 (kvplan.engines.vllm.custom_ar; `version` as named, a string, tells an
     AMD fork build)."""
-    legacy_tp = NON_TORCH_TP_LEGACY - custom_ar.unbuilt_bytes(tp, node, version, gpu)
+    legacy_tp = NON_TORCH_TP_LEGACY - custom_ar.unbuilt_bytes(tp, node, version, gpu, pp)
     version = parse_version(version) if isinstance(version, str) else version
     e = "v0" if v1 is False else era(version)
     if e == "v0":

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 from kvplan.engines.versions import dotted
 from kvplan.hardware.facts import vendor_of
-from kvplan.speed.amd_allreduce import (CUSTOM_ALLREDUCE_AMD_TARGETS, amd_targets, fork_build,
-                                         runs_custom_allreduce_on_amd)
+from kvplan.speed.amd_allreduce import CUSTOM_ALLREDUCE_AMD_TARGETS, amd_targets, fork_build, turned_on_on_amd
 
 ENGINE = "vllm"
 
 
 def note(gpu, tp: int, version: str | None) -> str | None:
-    """The plan's line where vLLM `version` on an AMD `gpu` runs its `tp` ranks' all-reduces on RCCL alone (None
-    elsewhere, and at one GPU: no all-reduce)."""
-    if tp <= 1 or vendor_of(gpu) != "AMD" or runs_custom_allreduce_on_amd(ENGINE, version, gpu, tp):
+    """The plan's line where vLLM `version` on an AMD `gpu` turns its custom all-reduce off, by release or gfx target,
+    so its `tp` ranks' all-reduces are RCCL's alone (None elsewhere; at one GPU, no all-reduce; and where the fabric
+    does not link every pair, as on a PCIe box of any vendor: amd_allreduce.runs_custom_allreduce_on_amd)."""
+    if tp <= 1 or vendor_of(gpu) != "AMD" or turned_on_on_amd(ENGINE, version, gpu, tp):
         return None
     archs = amd_targets(ENGINE, version)
     tail = "so the speed figures price every tensor-parallel all-reduce on RCCL's ring"

@@ -19,13 +19,24 @@ STEP = TERMS.index("step")
     ("0.14.0", None, 1, None, True),
     ("0.25.1", None, 1, "2026-07-24", True),
     ("0.15.0rc2.dev46", None, 1, None, True),  # a development build reads as the release before it, 0.14.999
-    # ... but False under pipeline parallelism (L590-596: "not yet supported with pipeline_parallel_size > 1")
-    ("0.27.1", None, 4, None, False),
-    # a run's own --async-scheduling / --no-async-scheduling wins either way
+    # ... but False under pipeline parallelism in 0.14.x (L590-596: "not yet supported with pipeline_parallel_size >
+    # 1"; 0.14.1 the same lines) ...
+    ("0.14.1", None, 4, None, False),
+    # ... and no longer from 0.15.0 (vllm-project/vllm#32359; the 0.16.0 sdist's default branch L647-, 0.19.0's
+    # L755- and 0.28.0's L1185- exclude no pp; 0.15.x has no sdist, its first release after the merge is taken)
+    ("0.15.0", None, 4, None, True),
+    ("0.27.1", None, 4, None, True),
+    (None, None, 2, "2026-01-25", False),  # dated between 0.14.0 (01-20) and 0.15.0 (01-29): 0.14.x's rule
+    (None, None, 2, "2026-02-10", True),
+    # a run's own --async-scheduling / --no-async-scheduling wins either way, in the words opt_bool reads
     ("0.11.0", {"async_scheduling": True}, 1, None, True),
+    ("0.11.0", {"async_scheduling": "1"}, 1, None, True),
+    ("0.11.0", {"async_scheduling": "yes"}, 1, None, True),
     ("0.25.1", {"async_scheduling": "false"}, 1, None, False),
-    # V0 (before 0.8) has no async scheduler
+    ("0.25.1", {"async_scheduling": 0}, 1, None, False),
+    # V0 (before 0.8) has no async scheduler, whatever a flag says (the release rule is read first)
     ("0.7.3", None, 1, None, False),
+    ("0.7.3", {"async_scheduling": "true"}, 1, None, False),
     # no release stated: the one current at the run's date (0.14.0 reached PyPI 2026-01-20); a plan has no date
     (None, None, 1, "2025-11-06", False),
     (None, None, 1, "2026-06-03", True),

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import read_point
+from conftest import read_point, speed_cases
 from kvplan.bench.running import case_graph, running
 from kvplan.hardware.gpus import find_gpu
 from kvplan.sources.catalog import find_in_catalog
@@ -56,10 +56,33 @@ def _point(flags, version="0.7.3", isl=1000, osl=1000):
 
 def test_the_capture_length_a_run_states():
     # the default 8,192; dstack's 405B MI300X server states --max-seq-len-to-capture 16384; within the server's
-    # length (V0 ModelConfig: min(max_seq_len_to_capture, max_model_len))
-    assert case_graph(_point({}), LLAMA) == 8192
-    assert case_graph(_point({"max-seq-len-to-capture": 16384}), LLAMA) == 16384
-    assert case_graph(_point({}), replace(LLAMA, max_model_len=4096)) == 4096
+    # length (V0 ModelConfig: min(max_seq_len_to_capture, max_model_len)); a stated 0 is 0 (every step eager), and
+    # 0.4.1's name for it, max_context_len_to_capture (vllm 0.4.1 sdist engine/arg_utils.py L47), is read too
+    assert case_graph(_point({}), LLAMA)[0] == 8192
+    assert case_graph(_point({"max-seq-len-to-capture": 16384}), LLAMA)[0] == 16384
+    assert case_graph(_point({}), replace(LLAMA, max_model_len=4096))[0] == 4096
+    assert case_graph(_point({"max_seq_len_to_capture": 0}), LLAMA)[0] == 0
+    assert case_graph(_point({"max_context_len_to_capture": 2048}, version="0.4.1"), LLAMA)[0] == 2048
+
+
+def test_the_largest_captured_batch_by_release():
+    # vllm 0.4.1 sdist worker/model_runner.py L37-39: _BATCH_SIZES_TO_CAPTURE = [1, 2, 4] + [8 * i for i in 1..32],
+    # so its last is 8 x 32 = 256, and L483 `batch_size <= _BATCH_SIZES_TO_CAPTURE[-1]`; 0.5.5 the same (L64-66,
+    # L635). From 0.6.0 the limit is max_num_seqs padded up to a captured size (0.6.0 L669), never below the running
+    # cap: no limit of its own (0)
+    assert case_graph(_point({}, version="0.4.1"), LLAMA)[1] == 256
+    assert case_graph(_point({}, version="0.5.5"), LLAMA)[1] == 256
+    assert case_graph(_point({}, version="0.6.0"), LLAMA)[1] == 0
+    assert case_graph(_point({}, version="0.7.3"), LLAMA)[1] == 0
+
+
+def test_a_decode_batch_past_the_largest_captured_is_launched():
+    # 300 sequences of 1,000 cached tokens (within 8,192) under 0.4.1's 256: launched, 32 layers x 1 step = 32;
+    # 256 of them: replayed, 0
+    s = Shape(dense_bytes=0, layers=32, bandwidth=1e12, graph_context=8192, graph_batch=256)
+    assert dict(zip(TERMS, speed.decode_features(s, 300, 1_000)))["layer"] == 32
+    assert dict(zip(TERMS, speed.decode_features(s, 256, 1_000)))["layer"] == 0
+    assert dict(zip(TERMS, speed.decode_features(replace(s, graph_batch=0), 300, 1_000)))["layer"] == 0
 
 
 def test_only_a_v0_run_carries_it():
@@ -67,3 +90,15 @@ def test_only_a_v0_run_carries_it():
     h100 = find_gpu("h100-sxm")
     assert running(_point({}), LLAMA, h100).graph_context == 8192
     assert running(_point({}, version="0.19.0"), LLAMA, h100).graph_context == 0
+
+
+def test_an_unsized_v0_run_carries_it_too():
+    # the corpus's V0 runs at 0.4.x that running() does not size (zhjunqin's RTX 3090 at 0.4.1 x 5, MLPerf v4.1's
+    # 0.4.3 on ROCm x 2) still replay their graph: 0.4.x's default 8,192 (within the server's length) and batch
+    # limit 256 (test_the_largest_captured_batch_by_release), for every one of them
+    cases = [c for c in speed_cases()[0] if c.engine == "vllm" and str(c.version).startswith("0.4.")]
+    assert len(cases) >= 7
+    for c in cases:
+        spec = find_in_catalog(c.model)
+        got = running(c, spec, find_gpu(c.gpu))
+        assert (got.graph_context, got.graph_batch) == (min(8192, spec.max_model_len or 8192), 256)

@@ -11,6 +11,7 @@ from kvplan.bench.running import case_fetch_lag
 from kvplan.engines.scheduler import fetch_lag_steps
 from kvplan.speed.bench_load import Load
 from kvplan.speed.load import combos
+from kvplan.speed.overlap import run_overlaps
 from conftest import speed_cases
 
 
@@ -26,7 +27,7 @@ def test_the_overlap_loop_takes_an_arrival_in_one_step_later():
     assert fetch_lag_steps("trtllm", {"disable_overlap_scheduler": True}) == 0.0
     assert fetch_lag_steps("trtllm", {"disable_overlap_scheduler": "false"}) == 1.0
     assert fetch_lag_steps("trtllm", {}, pp=2) == 0.0  # PyExecutor.__init__: pp_size > 1 runs _executor_loop_pp
-    assert fetch_lag_steps("vllm", {}) == 0.0  # no such loop
+    assert fetch_lag_steps("vllm", {}, version="0.13.0") == 0.0  # vLLM without async scheduling: no such loop
     assert fetch_lag_steps("sglang", {"disable_overlap_scheduler": False}) == 0.0  # not read for SGLang
 
 
@@ -56,4 +57,23 @@ def test_only_the_pytorch_backend_runs_lag():
            if c.engine == "trtllm"}
     assert lag == {"trtllm": {1.0}, "trtllm-engine": {0.0}, "trtllm<1.0": {0.0}}
     assert {case_fetch_lag(c) for c in cases if c.engine == "trtllm" and c.pp > 1} == {0.0}  # the perf pages' pp runs
-    assert not any(case_fetch_lag(c) for c in cases if c.engine != "trtllm")
+    assert not any(case_fetch_lag(c) for c in cases if c.engine != "trtllm")  # vLLM's async lag: found, not priced
+
+
+def test_vllm_async_scheduling_takes_an_arrival_in_one_step_later():
+    # vllm 0.28.0 sdist vllm/v1/engine/core.py: `step_with_batch_queue` (L624-738), with two batches in its queue
+    # (async scheduling's max_concurrent_batches 2), schedules and launches batch k + 1, then blocks on batch k and
+    # updates from it; `run_busy_loop` (L1375-1386) reads the input queue only between two such calls. An arrival
+    # during batch k is read when the call ends (batch k done, k + 1 already launched) and scheduled into batch k + 2:
+    # it waits 1/2 + 1 = 3/2 steps, against 1/2 under `step` (schedule, execute, update: the arrival read after batch
+    # k, in batch k + 1): 3/2 - 1/2 = 1 step more, as TensorRT-LLM's overlap loop
+    assert fetch_lag_steps("vllm", {}, version="0.14.0") == 1.5 - 0.5  # on by default from 0.14.0
+    assert fetch_lag_steps("vllm", {"async_scheduling": "yes"}, version="0.11.0") == 1.0  # stated
+    assert fetch_lag_steps("vllm", {"async_scheduling": "0"}, version="0.25.1") == 0.0  # turned off
+    assert fetch_lag_steps("vllm", {}, version="0.7.3") == 0.0  # V0
+    assert fetch_lag_steps("vllm", {}, pp=2, version="0.25.1") == 0.0  # pipeline parallelism: not read
+    assert fetch_lag_steps("vllm", {}, date="2025-11-06") == 0.0  # no release: the one of its date, 0.11.x
+    cases, _ = speed_cases()
+    vllm = [c for c in cases if c.engine == "vllm"]
+    assert {case_fetch_lag(c) for c in vllm if c.pp == 1 and run_overlaps(c)} == {1.0}
+    assert {case_fetch_lag(c) for c in vllm if c.pp > 1 or not run_overlaps(c)} == {0.0}

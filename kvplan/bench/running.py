@@ -34,6 +34,8 @@ from typing import NamedTuple
 
 from kvplan.bench.case_request import OPTS, case_opts, case_prefill_graph, case_ssm_dtype
 from kvplan.core.errors import KvplanError
+from kvplan.core.flags import opt_bool
+from kvplan.core.releases import release_of
 from kvplan.engines import configure
 from kvplan.engines.joining import joins_after_prefill
 from kvplan.engines.capacity_policy import preempts_on_growth
@@ -49,6 +51,7 @@ from kvplan.model.layers import has_mla
 from kvplan.planning.deploy import Deployment
 from kvplan.planning.request import read_request
 from kvplan.speed.cohort import cohort
+from kvplan.speed.overlap import ASYNC
 from kvplan.speed.corpus import PER_RANK_LIMIT, attention_dp, one_engine_dp
 from kvplan.speed.shape import weight_dtype_of
 
@@ -108,9 +111,12 @@ class Running(NamedTuple):
     free_share: float = 0.0  # the share of the memory free after loading that the fit's pool takes (unsized)
     mixed: bool = False  # the step budget takes the running decodes before waiting prompts (sized, shares_budget)
     graph_context: int = 0  # vLLM V0: decode steps within this cached context replay a CUDA graph (case_graph)
+    graph_batch: int = 0  # ... of at most this many sequences (case_graph; 0: no limit below the running cap)
 
 
-V0_CAPTURE_LEN = 8192  # vLLM V0's max_seq_len_to_capture default (engine/arg_utils.py, 0.5-0.7)
+V0_CAPTURE_LEN = 8192  # vLLM V0's max_seq_len_to_capture default (engine/arg_utils.py, 0.4.1-0.7.3 sdists)
+CAPTURE_NAMES = ("max_seq_len_to_capture", "max_context_len_to_capture")  # the second: its name to 0.4.1
+V0_GRAPH_BATCH = ((0, 6, 0), 256)  # releases before it capture batches up to 256 (case_graph)
 
 
 def case_waves(case, spec=None, v1: bool | None = None) -> bool:
@@ -183,8 +189,11 @@ def case_fetch_lag(case) -> float:
     """Decode steps a request of `case` arriving while its engine decodes waits because the executor fetches new
     requests before the running step ends (kvplan.engines.scheduler.fetch_lag_steps): only on the backend that runs
     that loop, TensorRT-LLM's PyTorch backend (its current era's set: kvplan.speed.eras puts its TensorRT-engine runs
-    and releases before 1.0, C++ executors that fetch after each step, in sets of their own)."""
-    return fetch_lag_steps(case.engine, case.flags, case.pp) if case.era == case.engine else 0.0
+    and releases before 1.0, C++ executors that fetch after each step, in sets of their own). vLLM V1's asynchronous
+    schedule has the same lag by its source (fetch_lag_steps gives it), but charging it failed the rule for a cited
+    correction on the training CV (all figures +0.07 pt; docs/speed-history.md, "vLLM's async fetch lag"): unpriced."""
+    return fetch_lag_steps(case.engine, case.flags, case.pp, case.version, case.date) if case.era == case.engine \
+        and case.engine not in ASYNC else 0.0
 
 
 def running(case, spec, gpu) -> Running | None:
@@ -198,10 +207,20 @@ def running(case, spec, gpu) -> Running | None:
     graph, wait = case_prefill_graph(case, spec, gpu), batch_wait_opts(case.engine, case.flags, attention_dp(case))
     if lock > 1:  # lockstep workers, sized or not: how their steps pace each other is the scheduler's
         got = (got or Running(None, None))._replace(lockstep=lock, lock_mixed=case_lock_mixed(case))
+    if got is None and only_v0(case):  # V0 by its release, not sized: its graph rule all the same
+        got = Running(None, None, **v0_graph(case, spec, True))
     if held is None and not poll and not lag and not ssm and not late and not graph and wait is None:
         return got
     return (got or Running(None, None))._replace(balance=held, poll_wait=poll, fetch_lag=lag, ssm_dtype=ssm,
                                                  joins_late=late, prefill_graph=graph, batch_wait=wait)
+
+
+def only_v0(case) -> bool:
+    """A vLLM run of a release before V1's first (0.8: kvplan.speed.overlap.ASYNC's `first`), which can only have run
+    V0 (VLLM_USE_V1 stated aside)."""
+    rule, release = ASYNC.get(case.engine or ""), release_of(case.version) if case.version else None
+    return rule is not None and release is not None and release < rule.first and \
+        not opt_bool(case.flags or {}, "use_v1", False)
 
 
 def sized(case, spec, gpu) -> Running | None:
@@ -263,17 +282,29 @@ def sized(case, spec, gpu) -> Running | None:
     # decodes first in the step budget (shares_budget), not in V0's packed or unchunked prefill steps, nor in waves
     mixed = shares_budget(case.engine) and not (whole or waves or (v1 is False and not st.v0_chunked))
     return Running(cap, whole or chunk, waves, recompute=redo, packed=bool(whole), mixed=mixed,
-                   graph_context=case_graph(case, spec) if v1 is False else 0)
+                   **v0_graph(case, spec, v1 is False))
 
 
-def case_graph(case, spec) -> int:
-    """The cached context past which a vLLM V0 decode step runs eagerly: max_seq_len_to_capture as the run states it,
-    else V0's default 8,192, within the server's length (V0 `config.py` ModelConfig: min(max_seq_len_to_capture,
-    max_model_len); `worker/model_runner.py`: a graph only while max_decode_seq_len <= it). An enforce_eager run is
-    not in the corpus (kvplan.speed.corpus skips it)."""
+def v0_graph(case, spec, v0: bool) -> dict:
+    """Running's graph_context and graph_batch for a run: case_graph's where it ran V0, else none (0, 0)."""
+    return dict(zip(("graph_context", "graph_batch"), case_graph(case, spec) if v0 else (0, 0)))
+
+
+def case_graph(case, spec) -> tuple[int, int]:
+    """(the cached context past which a vLLM V0 decode step runs eagerly, the largest batch it replays; 0: none past the
+    running cap). The context: max_seq_len_to_capture as the run states it (0 too; `max_context_len_to_capture`, its
+    name to 0.4.1, an alias after, refused by 0.6.3's ModelConfig), else V0's default 8,192, within the server's length
+    (V0 `config.py` ModelConfig: min(max_seq_len_to_capture, max_model_len)). The batch: `_use_captured_graph` also
+    needs batch_size <= the largest captured, 256 up to 0.5.x (_BATCH_SIZES_TO_CAPTURE[-1], [1, 2, 4] + 8 x 1..32: vllm
+    0.4.1 sdist vllm/worker/model_runner.py L37-39, L480-484; 0.5.5 L64-66, L632-636), from 0.6.0 max_num_seqs padded up
+    to a captured size (`max_batchsize_to_capture`, _get_max_graph_batch_size: 0.6.0 L669, 0.6.3 L717-726, L985;
+    compilation_config.max_capture_size in 0.6.6 / 0.7.x, vllm/config.py L3191-3225 0.6.6, L3368-3402 0.7.3), so never
+    below the running cap. An enforce_eager run is not in the corpus (kvplan.speed.corpus skips it)."""
     flags = case.flags or {}
-    stated = next((flags[k] for k in ("max_seq_len_to_capture", "max-seq-len-to-capture") if flags.get(k)), None)
-    return int(min(int(stated or V0_CAPTURE_LEN), spec.max_model_len or float("inf")))
+    stated = next((flags[k] for k in CAPTURE_NAMES if flags.get(k) is not None), None)
+    context = int(min(int(V0_CAPTURE_LEN if stated is None else stated), spec.max_model_len or float("inf")))
+    release = release_of(case.version) if case.version else None
+    return context, V0_GRAPH_BATCH[1] if release is not None and release < V0_GRAPH_BATCH[0] else 0
 
 
 def unsized(case, tool: tuple[int, int] | None) -> Running | None:

@@ -5,6 +5,7 @@ against the engine's `option_names`, and each value read as an integer, a fracti
 from __future__ import annotations
 
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
+from kvplan.core.flags import bad_opt, opt_bool  # noqa: F401  (opt_bool: the engines read it from here)
 from kvplan.core.units import gib, parse_bytes
 from kvplan.hardware.facts import unified
 from kvplan.planning.plan import PlanWarning
@@ -33,10 +34,7 @@ def check_repeats(items) -> None:
     parse_engine_opts([item for item in items if "=" in item], once=True)
 
 
-def _bad_opt(key: str, value, problem: str, allowed=None) -> KvplanError:
-    """'--engine-opt KEY <problem>': one engine setting's value refused (the input is `engine_opts`)."""
-    return KvplanError(f"{arg('engine_opts')} {key} {problem}", EXIT_USAGE, param="engine_opts", value={key: value},
-                       allowed=allowed)
+_bad_opt = bad_opt  # kvplan.core.flags, shared with the speed layer
 
 
 def opt_int(opts: dict, key: str, default: int) -> int:
@@ -115,17 +113,6 @@ def opt_choice(opts: dict, key: str, default: str, choices: tuple[str, ...]) -> 
     if value not in choices:
         raise _bad_opt(key, opts[key], f"must be one of {', '.join(choices)}, got {opts[key]!r}", choices)
     return value
-
-
-def opt_bool(opts: dict, key: str, default: bool) -> bool:
-    if key not in opts:
-        return default
-    v = str(opts[key]).strip().lower()
-    if v in ("1", "true", "yes", "on"):
-        return True
-    if v in ("0", "false", "no", "off"):
-        return False
-    raise _bad_opt(key, opts[key], f"must be true or false, got {opts[key]!r}")
 
 
 def check_opts(engine: str, opts: dict, allowed: tuple[str, ...]) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from kvplan.core.errors import EXIT_USAGE, KvplanError, arg
 from kvplan.engines.capacity_policy import reserves_output
 from kvplan.engines.options import opt_bool
+from kvplan.speed.overlap import ASYNC, overlaps_host
 from kvplan.engines.registry import canonical_engine
 from kvplan.engines.sglang import admission as sglang_admission
 from kvplan.engines.sglang import defaults as sglang_defaults
@@ -241,29 +242,36 @@ def poll_wait_steps(engine: str | None, flags: Mapping, attention_dp: bool = Fal
     return max(0.0, (int(value) - 1) / 2)
 
 
-# Engines whose executor overlaps its host work with the GPU's step by default, and the option that turns it off:
-# TensorRT-LLM's PyTorch backend, `disable_overlap_scheduler` (default False; "Enabled by default", its tradeoff
-# "introduces one extra decoding step": NVIDIA/TensorRT-LLM@081661b76c54f3516a894b682f1f15ceb7d3a03c:docs/source/
-# features/overlap-scheduler.md). Its loop (`_executor_loop_overlap`, tensorrt_llm/_torch/pyexecutor/py_executor.py as
-# the code index holds it, 1.x, no commit pinned) fetches new requests and schedules step n + 1
-# (`_prepare_and_schedule_batch`), launches it, and only then waits for step n to end and hands out its responses
-# (`_update_requests`, `_process_previous_batch`), so the next fetch comes as step n + 1 starts: a request that
-# reaches the executor while it decodes is taken in one step later than by a loop that fetches after each step
-# (vLLM's, the C++ executor's `executionLoop`), and waits one whole decode step more before its prefill
-# (`fetch_lag_steps`). Pipeline parallelism runs another loop (`self.event_loop = self._executor_loop_pp` where
-# `pp_size > 1`, PyExecutor.__init__), not read here.
+# Engines whose executor schedules step n + 1 before step n ends. TensorRT-LLM's PyTorch backend, on unless
+# `disable_overlap_scheduler` (NVIDIA/TensorRT-LLM@9521caf4696c1fb79b0f946f0d980f8f0ebd3e64:tensorrt_llm/_torch/
+# pyexecutor/py_executor.py, PyExecutor.__init__ picks `_executor_loop_overlap`, `_executor_loop_pp` where pp_size > 1):
+# each pass of that loop fetches (`_fetch_new_requests`), schedules and launches step n + 1 (`_forward_step`), and only
+# then ends step n (`_process_previous_batch`: `_update_requests`, `_handle_responses`). vLLM V1 under async
+# scheduling (kvplan.speed.overlap): `step_with_batch_queue` schedules and launches n + 1, then blocks on n, and
+# `run_busy_loop` reads new requests only between those calls (vllm 0.28.0 sdist vllm/v1/engine/core.py L624-738,
+# L1375-1386). Either way the next fetch comes as step n + 1 starts, so a request arriving while the engine decodes
+# is taken in one step later than by a loop that fetches after each step, and waits one decode step more before its
+# prefill (`fetch_lag_steps`). The overlap's other cost, the step it runs past a request's stop before seeing it
+# (TRT-LLM's docs/source/features/overlap-scheduler.md, same commit: "introduces one extra decoding step"), is not
+# priced. Pipeline parallelism: not read here (no lag charged). vLLM's lag is not priced: it failed the training-CV
+# rule (kvplan.bench.running.case_fetch_lag).
 OVERLAP_OFF = {"trtllm": "disable_overlap_scheduler"}
 
 
-def fetch_lag_steps(engine: str | None, flags: Mapping, pp: int = 1) -> float:
+def fetch_lag_steps(engine: str | None, flags: Mapping, pp: int = 1, version: str | None = None,
+                    date: str | None = None) -> float:
     """Decode steps a request arriving while `engine` decodes waits beyond a loop that fetches after each step, because
-    its executor schedules the next step before the current one ends (OVERLAP_OFF): 1 unless the run turns the overlap
-    off or runs `pp` > 1 stages; 0 for an engine without such a loop. The caller applies it only to the backend that
-    runs that loop."""
-    key = OVERLAP_OFF.get(canonical_engine(engine or ""))
-    if key is None or pp > 1:
+    its executor schedules the next step before the current one ends: 1 for TensorRT-LLM unless the run turns the
+    overlap off (OVERLAP_OFF, opt_bool), for vLLM where its release or flag schedules asynchronously
+    (kvplan.speed.overlap.overlaps_host of `version` / `date`); 0 at `pp` > 1 and for other engines. The caller applies
+    it only to the backend that runs that loop."""
+    name, flags = canonical_engine(engine or ""), dict(flags or {})
+    if pp > 1:
         return 0.0
-    return 0.0 if str(dict(flags or {}).get(key, "")).lower() == "true" else 1.0
+    if name in ASYNC:
+        return 1.0 if overlaps_host(name, version, flags, pp, date) else 0.0
+    key = OVERLAP_OFF.get(name)
+    return 0.0 if key is None or opt_bool(flags, key, False) else 1.0
 
 
 # Engines whose attention-DP workers each take the stated prefill chunk over the workers: SGLang's

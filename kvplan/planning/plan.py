@@ -74,8 +74,9 @@ class Request:
     attention_backend: str = ""
     prefix_cache: bool = True
     # the engine replays its prefill steps from a CUDA graph (SGLang's piecewise or breakable graph, set by its
-    # `request` step): the speed figures charge them no launch cost per MoE layer (kvplan.speed.terms `pmoe`)
+    # `request` step): no launch cost per MoE layer (kvplan.speed.terms `pmoe`)
     prefill_graph: bool = False
+    host_overlap: bool | None = None  # vLLM's async_scheduling as its options state it (None: its release's default)
 
 
 class Stage(NamedTuple):

@@ -56,6 +56,11 @@ PINNED = ("measured",)
 OVERHEAD_BYTES = 2 << 30  # activations, CUDA graphs, the runtime: what the batch cap leaves aside (an estimate)
 
 
+def v0_graph(engine) -> dict:
+    """The Shape's vLLM V0 graph limits (terms.replays_graph) from a case's Running (kvplan.bench.running)."""
+    return {"graph_context": float(engine.graph_context), "graph_batch": engine.graph_batch} if engine else {}
+
+
 @lru_cache(maxsize=None)
 def _spec(name: str):
     return find_in_catalog(name)
@@ -133,7 +138,7 @@ class Built:
             self.shape = replace(self.shape, score_bytes_per_flop=score_bytes_per_flop(spec, case.tp,
                                                                                          s.attn_flops_per_pair))
         self.shape = replace(self.shape, grouped_shortfall=self.shape.grouped_shortfall and not own_moe_kernel(case),
-                             graph_context=float(engine.graph_context) if engine else 0.0)  # V0's: replays_graph
+                             **v0_graph(engine))
         room = pool_room(case, gpu, s, engine)
         per_seq = max(1, s.kv_bytes_per_token) * max(1.0, load.isl + load.osl) + s.state_bytes_per_seq
         limit = case.max_seqs or (engine.limit if engine is not None else None) or DEFAULT_MAX_SEQS[case.engine]

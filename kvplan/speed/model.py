@@ -278,7 +278,8 @@ class StepModel:
         self.measured = measured_tp(s)  # the tp all-reduces by bytes
         tp_calls = 2 * s.layers if s.tp > 1 and not self.measured else 0
         calls = tp_calls + (2 * s.moe_layers if moves_tokens(s) else 0)
-        self.base = c["weights"] * s.dense_bytes / s.bandwidth + c["step"] + c["latency"] * calls * s.link_latency_s
+        self.base = (c["weights"] * s.dense_bytes / s.bandwidth + (0.0 if s.host_overlap else c["step"])  # as features
+                     + c["latency"] * calls * s.link_latency_s)
         self.launch = c["layer"] * s.layers  # a step's layers launched from the host, unless it replays a graph
         # the engine's custom all-reduce: a step below its size limit pays its latency in place of the ring's
         self.oneshot = (c["latency"] * tp_calls * (s.oneshot_latency_s - s.link_latency_s) if s.oneshot_latency_s

@@ -10,6 +10,7 @@ deployment's; a step runs the busiest data-parallel rank's share of it (`step_ba
 
 from __future__ import annotations
 
+from dataclasses import replace
 
 from kvplan.core.errors import arg
 from kvplan.planning.layout import per_rank_batch
@@ -17,6 +18,7 @@ from kvplan.speed.corpus import PREFIX_CACHE_OFF
 from kvplan.speed.mlaform import ABSORBS_WITH_PREFIX, as_run, default_backend, mla_heads_per_rank
 from kvplan.speed.model import StepModel, absorbed_prefill, coefficients, decode_seconds, prefill_seconds, rules_key
 from kvplan.speed.shape import attention_flops, model_terms, on_gpu, shape_for
+from kvplan.speed.overlap import plan_overlaps
 from kvplan.speed.ssm_dtype import in_dtype
 from kvplan.speed.terms import Shape
 
@@ -28,13 +30,15 @@ def plan_shape(plan, spec, gpu, engine: str | None = None, version: str | None =
     the engine's request step said its dp ranks are attention-DP ranks, Request.attention_dp; an MLA prefill's form
     through the attention backend and prefix-cache state the engine's options set, Request.attention_backend and
     Request.prefix_cache, as the corpus fit reads a run's flags: kvplan.speed.fit.Built; its prefill steps replayed
-    from a CUDA graph where the request step said so, Request.prefill_graph)."""
+    from a CUDA graph where the request step said so, Request.prefill_graph; its host work overlapped by its release,
+    stages and options, kvplan.speed.overlap.plan_overlaps)."""
     req, dep = plan.request, plan.deployment
     kv = req.kv_dtype.name if req.kv_dtype is not None else None
     spec = in_dtype(spec, req.ssm_dtype)  # the recurrent states as the engine's pool holds them
     return shape_for(spec, gpu, tp=dep.tp, ep=dep.ep, weight_dtype=req.weight_dtype, kv_dtype=kv, dp=dep.dp,
                      engine=engine, version=version, attention_dp=req.attention_dp, prefix_cache=req.prefix_cache,
-                     attention_backend=req.attention_backend or None, prefill_graph=req.prefill_graph)
+                     attention_backend=req.attention_backend or None, prefill_graph=req.prefill_graph,
+                     host_overlap=plan_overlaps(engine, version, req.host_overlap, dep.pp))
 
 
 def step_batch(plan) -> int:
@@ -110,8 +114,9 @@ class DecodeSteps:
         ssm = req.ssm_dtype  # the recurrent states as the engine's pool holds them (plan_shape)
         adp = req.attention_dp  # DP attention's ranks in the engine's tp size (plan_shape)
         form = (req.prefix_cache, req.attention_backend or None)  # an MLA prefill's form (plan_shape)
+        overlap = plan_overlaps(self.engine, self.version, req.host_overlap, dep.pp)  # its host work's (plan_shape)
         line_key = (id(spec), id(gpu), dep.tp, dep.ep, dep.dp, req.weight_dtype, req.kv_dtype, ssm, adp, form,
-                    req.batch)
+                    req.batch, overlap)
         hit = self._lines.get(line_key)
         if hit is None:
             kv = req.kv_dtype.name if req.kv_dtype is not None else None
@@ -119,9 +124,9 @@ class DecodeSteps:
             run = as_run(spec, self.engine, self.version)  # MLA decompressed under a release with no MLA kernel
             terms = self._terms_of(in_dtype(run, ssm), (id(spec), dep.tp, dep.ep, dep.dp, req.weight_dtype, kv, ssm),
                                    dep.tp, dep.ep, req.weight_dtype, kv, dep.dp)
-            shape = on_gpu(terms, run, gpu, req.weight_dtype, engine=self.engine, version=self.version,
-                           tp_size=dep.tp * dep.dp if adp else dep.tp, prefix_cache=form[0],
-                           attention_backend=form[1])
+            shape = replace(on_gpu(terms, run, gpu, req.weight_dtype, engine=self.engine, version=self.version,
+                                   tp_size=dep.tp * dep.dp if adp else dep.tp, prefix_cache=form[0],
+                                   attention_backend=form[1]), host_overlap=overlap)
             total = StepModel(shape, self._coef).decode(batch) if self._coef else None  # of all seqs' context
             line = ((lambda context: total(batch * context)) if total else
                     (lambda context, s=shape: decode_seconds(s, self.engine, batch, context, speed=self.speed)))

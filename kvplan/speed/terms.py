@@ -152,6 +152,7 @@ class Shape:
     host_overlap: bool = False  # the host's work a step overlaps the GPU's (vLLM's async scheduling): no `step` cost
     graph_context: float = 0.0  # vLLM V0: decode steps whose sequences hold at most this many cached tokens on mean
     # replay a CUDA graph, no `layer` cost (max_seq_len_to_capture); 0: every step launched from the host
+    graph_batch: int = 0  # vLLM V0: ... and hold at most this many sequences (its largest captured batch); 0: no limit
 
 
 def path_at(s: Shape, per_step: float) -> tuple[float, float]:
@@ -183,11 +184,14 @@ def measured_tp(s: Shape) -> bool:
 
 def replays_graph(s: Shape, tokens: float, seqs: float = 0.0, context: float = 0.0) -> bool:
     """Whether a step of `tokens` replays a captured graph, so launches no `layer` cost: llama.cpp's up to
-    Shape.graph_tokens; vLLM V0's decode-only step (a token a sequence) of `seqs` sequences holding `context` cached
-    tokens while their mean is within Shape.graph_context (V0's model runner replays a graph only for a decode batch
-    whose longest sequence is within max_seq_len_to_capture: the mean stands for it)."""
+    Shape.graph_tokens; vLLM V0's decode-only step (a token a sequence) of at most Shape.graph_batch `seqs` sequences
+    (where it is set) holding `context` cached tokens while their mean is within Shape.graph_context. V0's model
+    runner replays a graph only for a decode batch whose size is within its largest captured batch and whose longest
+    sequence is within max_seq_len_to_capture (`_use_captured_graph`, kvplan.bench.running.case_graph): the mean
+    stands in for the longest, so a batch whose mean is near the limit and whose longest is past it is counted as
+    replayed (optimistic there)."""
     if s.graph_context:
-        return 0 < tokens <= seqs and context <= s.graph_context * seqs
+        return 0 < tokens <= seqs and context <= s.graph_context * seqs and (not s.graph_batch or seqs <= s.graph_batch)
     return bool(s.graph_tokens) and tokens <= s.graph_tokens
 
 

@@ -49,7 +49,7 @@ board selects MNNVL.
 from __future__ import annotations
 
 from kvplan.core.releases import release_of
-from kvplan.hardware.facts import ASSUMED_SM_COUNT, NVLINK_KINDS  # NVLINK_KINDS: GPUs with NVLink links to be up
+from kvplan.hardware.facts import ASSUMED_SM_COUNT, NVLINK_KINDS, assumed_fact  # NVLINK_KINDS: NVLink links up
 
 KIB = 1024
 FIFO_INFO = 256  # an ALIGN_256 struct of head and tail (uint64 each), padded to 256 B
@@ -81,7 +81,7 @@ def workspace_bytes(form: str, ep: int, sm_count: int) -> int:
 
 
 def sm_count(gpu) -> int:
-    """The profile's multiprocessors, ASSUMED_SM_COUNT (an H100 SXM's) where it gives none."""
+    """The profile's multiprocessors, ASSUMED_SM_COUNT (kvplan.hardware.facts.assumed_fact) where it gives none."""
     return getattr(gpu, "sm_count", None) or ASSUMED_SM_COUNT
 
 
@@ -120,7 +120,7 @@ def note(model, gpu, dep, version: str | None = None) -> str | None:
              "NVLink links up: the MNNVL method")
     head = (f"TensorRT-LLM's MoE all-to-all (attention DP, ep {dep.ep} above top-k {model.params.experts_per_token}, "
             f"{where}) allocates a workspace per rank (get_moe_commworkspace_size_per_rank")
-    sms = f"{sm_count(gpu)} SMs" + ("" if getattr(gpu, "sm_count", None) else ", assumed: an H100 SXM's")
+    sms = f"{gpu.sm_count} SMs" if getattr(gpu, "sm_count", None) else f"{assumed_fact(gpu, 'sm_count')}, assumed"
     form = floor_form(version)
     size = workspace_bytes(form, dep.ep, sm_count(gpu))
     tail = ("its prepare workspace and the rounding to the allocation granularity are not, so the pool is high by "

@@ -233,7 +233,9 @@ class Vllm(Engine):
         ssm = vllm_ssm.pool_ssm_dtype(model, st) or req.ssm_dtype
         conv = vllm_ssm.conv_dtype(model, st) or req.state_dtype
         return dataclasses.replace(req, gpu_memory_utilization=st.gpu_memory_utilization, block_size=st.block_size,
-                                   overhead_bytes=over, ssm_dtype=ssm, state_dtype=conv)
+                                   overhead_bytes=over, ssm_dtype=ssm, state_dtype=conv,
+                                   host_overlap=opt_bool(self.opts, "async_scheduling", False)
+                                   if "async_scheduling" in self.opts else None)  # the speed figures': plan_overlaps
 
     def checkpoint_kv_rule(self, ckv):
         """--kv-cache-dtype auto on a checkpoint's declared KV cache, by release (engines/vllm/cache_dtype.py)."""

@@ -14,8 +14,8 @@ note says which the plan assumed.
 from __future__ import annotations
 
 from kvplan.engines.versions import dotted
-from kvplan.hardware.facts import vendor_of
-from kvplan.speed.amd_allreduce import CUSTOM_ALLREDUCE_AMD_TARGETS, amd_targets, fork_build, turned_on_on_amd
+from kvplan.hardware.facts import ASSUMED_TARGET, vendor_of
+from kvplan.speed.amd_allreduce import CUSTOM_ALLREDUCE_AMD_TARGETS, FORK_OFF, amd_targets, fork_build, turned_on_on_amd
 
 ENGINE = "vllm"
 
@@ -29,15 +29,18 @@ def note(gpu, tp: int, version: str | None) -> str | None:
     archs = amd_targets(ENGINE, version)
     tail = "so the speed figures price every tensor-parallel all-reduce on RCCL's ring"
     if fork_build(ENGINE, version):
-        return (f"vLLM {version}, an AMD fork build: its custom all-reduce is off on an MI250 (gfx90a) at tp > 1 and "
-                f"on Navi (gfx1*) at tp <= 2 (config.py is_mi250 / is_navi), so at tp {tp} on "
-                f"{getattr(gpu, 'compute_capability', None) or 'gfx90a (assumed)'} {tail}")
+        off = " and ".join(f"on {prefix}* at " + ("tp > 1" if most is None else f"tp <= {most}")
+                           for prefix, most in FORK_OFF[ENGINE])
+        gfx = getattr(gpu, "compute_capability", None) or f"{ASSUMED_TARGET['AMD']} (assumed)"
+        return (f"vLLM {version}, an AMD fork build: its custom all-reduce is off {off} (config.py's gcnArchName "
+                f"tests): off at tp {tp} on {gfx}, {tail}")
     if not archs:
         since = CUSTOM_ALLREDUCE_AMD_TARGETS[ENGINE][0][0]
         return (f"vLLM {version} on an AMD GPU: its custom all-reduce is off on ROCm before {dotted(since)} "
                 f"(config.py, 'not supported on AMD GPUs'), {tail}; AMD's own vLLM builds (rocm/vllm images) keep the "
                 "custom kernel on and run faster than this")
     targets = " and ".join(f"gfx{major}{minor}x" for major, minor in archs)
-    target = getattr(gpu, "compute_capability", None) or "a GPU whose profile gives no gfx target (taken as gfx90a)"
+    target = (getattr(gpu, "compute_capability", None)
+              or f"a GPU whose profile gives no gfx target (taken as {ASSUMED_TARGET['AMD']})")
     return (f"vLLM {version} on an AMD GPU: its custom all-reduce runs on {targets} alone (platforms/rocm.py "
             f"use_custom_allreduce), not on {target}, {tail}")

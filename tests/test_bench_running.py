@@ -100,7 +100,7 @@ def test_what_the_engine_rules_do_not_take_keeps_the_plain_estimate():
     big = find_in_catalog("llama-3.1-405b")
     # weights over memory: no cap or chunk (the plain estimate); vLLM's async-scheduling fetch lag is not priced
     # (kvplan.bench.running.case_fetch_lag)
-    assert running(case(model="llama-3.1-405b"), big, find_gpu("rtx-4090")) == Running(None, None)
+    assert running(case(model="llama-3.1-405b"), big, find_gpu("rtx-4090")) is None
     plain = Built(case(version="0.17", engine="trtllm"), running)
     assert plain.load.chunk == 8192 and plain.load.cap > 0
 

@@ -75,5 +75,6 @@ def test_vllm_async_scheduling_takes_an_arrival_in_one_step_later():
     assert fetch_lag_steps("vllm", {}, date="2025-11-06") == 0.0  # no release: the one of its date, 0.11.x
     cases, _ = speed_cases()
     vllm = [c for c in cases if c.engine == "vllm"]
-    assert {case_fetch_lag(c) for c in vllm if c.pp == 1 and run_overlaps(c)} == {1.0}
-    assert {case_fetch_lag(c) for c in vllm if c.pp > 1 or not run_overlaps(c)} == {0.0}
+    # found, but not priced: charging it failed the training-CV rule (kvplan.bench.running.case_fetch_lag)
+    assert any(c.pp == 1 and run_overlaps(c) for c in vllm)
+    assert {case_fetch_lag(c) for c in vllm} == {0.0}

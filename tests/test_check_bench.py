@@ -395,3 +395,15 @@ def test_the_pooled_gap_weighs_tokens_not_requests():
     rec = SimpleNamespace(output=[3, 11], first=[1.0, 1.0], finish=[2.0, 3.0])
     assert Recorder._itl(rec, [0, 1])["mean"] == pytest.approx(0.25)
     assert Recorder._itl(rec, [0, 1])["p50"] is None
+
+
+def test_a_file_of_no_known_format_is_one_short_line(tmp_path):
+    # an unrecognised non-empty file: one line naming the formats by tool (it listed FORMATS' eight descriptions,
+    # ~420 columns, before), exit 2 (usage), nothing on stdout
+    f = tmp_path / "x.txt"
+    f.write_text("hello world\n")
+    r = runner.invoke(whole_app(), ["check-bench", str(f)])
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 2 and r.stdout == "" and len(lines) == 1, (r.exit_code, r.stdout, r.stderr)
+    assert "not a benchmark result kvplan reads" in lines[0] and "see check-bench's help" in lines[0]
+    assert len(lines[0]) - len(str(f)) <= 120

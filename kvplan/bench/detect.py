@@ -1,7 +1,7 @@
 """A benchmark result file's format, told by its content (never its name), and its runs.
 
 `read_runs(text)` tries the JSON formats (one document, then one per line), then the text ones; a
-file none of them matches is refused with one line naming the formats known. Every parser reads
+file none of them matches is refused with one short line naming the tools. Every parser reads
 outside input: sizes are capped here and in each parser, numbers go through `numbers`.
 """
 
@@ -83,8 +83,9 @@ def read_runs(text: str, where: str = "the file") -> list[BenchRun]:
     if runs is None:
         runs = _from_text(text)
     if runs is None:
-        raise KvplanError(f"{where}: not a benchmark result kvplan reads (known: {'; '.join(FORMATS.values())})",
-                          EXIT_USAGE)
+        # the formats by tool, not FORMATS' eight descriptions: one short line (the command's help lists the files)
+        raise KvplanError(f"{where}: not a benchmark result kvplan reads (vLLM, SGLang, AIPerf, llama-bench, "
+                          "trtllm-bench; see check-bench's help)", EXIT_USAGE)
     runs = [r for r in runs if r.metrics][:MAX_RUNS]
     if not runs:
         raise KvplanError(f"{where}: a benchmark result with no figure kvplan can read (every metric missing or "

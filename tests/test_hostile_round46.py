@@ -98,21 +98,27 @@ def test_a_fifo_its_writer_opens_and_closes_is_an_empty_trace(tmp_path, monkeypa
     writer.join(5)
 
 
+def _read_with_late_writer(r: int, w: int, data: bytes, delay: float):
+    """load_trace of pipe `r` while a thread writes `data` to its end `w` after `delay` seconds, then closes it."""
+    def write():
+        time.sleep(delay)
+        os.write(w, data)
+        os.close(w)
+    t = threading.Thread(target=write, daemon=True)
+    t.start()
+    try:
+        return load_trace(f"/proc/self/fd/{r}")
+    finally:
+        t.join(5)
+        os.close(r)
+
+
 def test_a_pipe_whose_writer_holds_it_past_the_wait_streams(monkeypatch):
     # `--trace <(sort big.jsonl)`: the writer holds the pipe open and writes its first byte after the wait; review
     # found it refused as "no writer opened it"; now the held pipe (EAGAIN, not end of file) is read on to its end
     monkeypatch.setattr(traces, "FIFO_WAIT_S", 0.2)
     r, w = os.pipe()
-
-    def write():
-        time.sleep(0.6)
-        os.write(w, TRACE.read_bytes())
-        os.close(w)
-    t = threading.Thread(target=write, daemon=True)
-    t.start()
-    assert load_trace(f"/proc/self/fd/{r}") == load_trace(str(TRACE))
-    t.join(5)
-    os.close(r)
+    assert _read_with_late_writer(r, w, TRACE.read_bytes(), 0.6) == load_trace(str(TRACE))
 
 
 def test_bytes_that_arrive_as_the_wait_ends_are_kept(monkeypatch):
@@ -123,16 +129,7 @@ def test_bytes_that_arrive_as_the_wait_ends_are_kept(monkeypatch):
     data = TRACE.read_bytes()
     r, w = os.pipe()
     os.write(w, data[:1000])
-
-    def write():
-        time.sleep(0.3)
-        os.write(w, data[1000:])
-        os.close(w)
-    t = threading.Thread(target=write, daemon=True)
-    t.start()
-    assert load_trace(f"/proc/self/fd/{r}") == load_trace(str(TRACE))
-    t.join(5)
-    os.close(r)
+    assert _read_with_late_writer(r, w, data[1000:], 0.3) == load_trace(str(TRACE))
 
 
 def test_a_fifo_no_writer_opens_is_refused_after_the_wait(tmp_path, monkeypatch):

@@ -13,13 +13,17 @@ def bad_opt(key: str, value, problem: str, allowed=None) -> KvplanError:
                        allowed=allowed)
 
 
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+
 def opt_bool(opts: dict, key: str, default: bool) -> bool:
     """opts[key] as a flag, `default` where it is not given."""
     if key not in opts:
         return default
     v = str(opts[key]).strip().lower()
-    if v in ("1", "true", "yes", "on"):
+    if v in TRUE_WORDS:
         return True
-    if v in ("0", "false", "no", "off"):
+    if v in FALSE_WORDS:
         return False
     raise bad_opt(key, opts[key], f"must be true or false, got {opts[key]!r}")

@@ -15,6 +15,8 @@ import os
 import re
 import textwrap
 
+from kvplan.core.flags import FALSE_WORDS
+
 PIPE_WIDTH = 80  # rich's width where no terminal is attached and $COLUMNS is unset
 CONTINUATION = "  "  # a wrapped line's continuations start this far past its own indent
 _GLUE = "\ue000"  # a space no break may take (a private-use character: never in kvplan's or a user's text)
@@ -47,7 +49,7 @@ def fitted(text: str, width: int | None = None) -> str:
     at spaces that neither join a figure to its unit nor a flag to its number; continuations indented by
     CONTINUATION past the line's own indent. A line that fits is returned as it is, and every line under
     KVPLAN_WRAP=0."""
-    if os.environ.get("KVPLAN_WRAP", "").strip().lower() in ("0", "no", "off", "false"):
+    if os.environ.get("KVPLAN_WRAP", "").strip().lower() in FALSE_WORDS:
         return text
     width = max(width or terminal_width(), 20)
     return "\n".join(_fitted_line(line, width) for line in text.split("\n"))
